@@ -1,0 +1,77 @@
+"""Check a domain spec against the project's bar: ``python -m domains.check PATH_OR_NAME ...``.
+
+Loads the spec, materialises seed 0, runs every tool example and prints what falls short: fewer than 4
+FK-linked tables, fewer than 6 write tools, a write tool without a precondition, a tool without both a
+passing and a failing example, an example that does not behave as declared, or a failing call that changed
+the database. Exit status 1 when anything falls short.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from domains.engine import DomainEngine
+from domains.registry import TABLE5, spec_path
+from domains.spec import DomainSpec, SpecError, load_spec
+
+
+def shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
+    out = []
+    tools, rows, _ = TABLE5.get(spec.name, (14, 0, 0))
+    total_rows = sum(t.rows for t in spec.tables)
+    if len(spec.tools) < tools:
+        out.append(f"{len(spec.tools)} tools; needs >= {tools}")
+    if total_rows < rows:
+        out.append(f"{total_rows} rows; needs >= {rows}")
+    linked = {t.name for t in spec.tables if any(c.references for c in t.columns)}
+    linked |= {c.references[0] for t in spec.tables for c in t.columns if c.references}
+    if len(linked) < 4:
+        out.append(f"{len(linked)} tables linked by foreign keys; needs >= 4")
+    writes = [t for t in spec.tools if t.kind == "write"]
+    if len(writes) < 6:
+        out.append(f"{len(writes)} write tools; needs >= 6")
+    for t in writes:
+        if not t.preconditions:
+            out.append(f"write tool {t.name} has no precondition")
+    for tool in spec.tools:
+        expects = {e["expect"] for e in tool.examples}
+        if expects != {"ok", "error"}:
+            out.append(f"tool {tool.name} needs both an 'ok' and an 'error' example (has {sorted(expects)})")
+        for k, ex in enumerate(tool.examples):
+            db = engine.fresh()
+            result = db.call(tool.name, ex["arguments"])
+            if result.ok != (ex["expect"] == "ok"):
+                out.append(f"tool {tool.name} example {k}: expected {ex['expect']}, got "
+                           f"{'ok' if result.ok else 'error: ' + str(result.error)}")
+            if not result.ok and db.fingerprint() != engine.fingerprint:
+                out.append(f"tool {tool.name} example {k}: the failing call changed the database")
+            if result.ok and tool.kind == "write" and not result.writes:
+                out.append(f"tool {tool.name} example {k}: a write call that wrote no row")
+            db.close()
+    return out
+
+
+def main(argv: list[str]) -> int:
+    status = 0
+    for arg in argv:
+        path = Path(arg) if arg.endswith((".yaml", ".yml")) else spec_path(arg)
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            print(f"FAIL {path}:\n  " + "\n  ".join(exc.problems))
+            status = 1
+            continue
+        engine = DomainEngine(spec, 0)
+        problems = shortfalls(spec, engine)
+        writes = sum(t.kind == "write" for t in spec.tools)
+        print(f"{'FAIL' if problems else 'OK  '} {spec.name}: {len(spec.tables)} tables, "
+              f"{sum(t.rows for t in spec.tables)} rows, {len(spec.tools)} tools ({writes} write)")
+        for p in problems:
+            print(f"  - {p}")
+        status |= bool(problems)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or ["weather"]))

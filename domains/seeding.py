@@ -1,0 +1,170 @@
+"""Deterministic seed values: providers, distributions, references, lookups and formulas.
+
+Every column draws from its own ``random.Random`` keyed by (seed, table, column), so adding a column never
+shifts the values of another, and the same (spec, seed) gives the same rows on every machine.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
+from typing import Any
+
+FIRST = ("Ada Alan Amara Anna Arjun Ben Bianca Carlos Chen Chloe Dana David Diego Elena Emil Fatima Felix Grace "
+         "Hana Hugo Ines Ivan Jade Jonas Julia Kai Karim Laila Leo Lucia Maya Mateo Mei Nadia Noah Olga Omar "
+         "Paula Priya Quinn Rafael Rosa Sami Sara Tariq Tess Uma Victor Wen Yara Yusuf Zoe Liam Nora Theo Iris "
+         "Pablo Lena Marco Sofia Aiden Freya").split()
+LAST = ("Smith Garcia Chen Novak Okafor Rossi Silva Kim Nguyen Patel Müller Dubois Jensen Kowalski Tanaka Haddad "
+        "Costa Ivanova Brown Moreau Larsen Schmidt Santos Ali Cohen Fischer Lopez Murphy Sato Yilmaz Weber Rahman "
+        "Bauer Ortiz Berg Hughes Petrov Mendes Quinn Abara Lindqvist Park Russo Varga Walsh Zhou Evans Keller "
+        "Horvat Nakamura").split()
+CITIES = ("Lisbon Porto Madrid Lyon Turin Vienna Prague Krakow Berlin Hamburg Munich Zurich Geneva Milan Naples "
+          "Seville Valencia Bordeaux Marseille Brussels Antwerp Utrecht Rotterdam Copenhagen Oslo Stockholm "
+          "Helsinki Tallinn Riga Vilnius Warsaw Budapest Ljubljana Zagreb Athens Dublin Cork Edinburgh Glasgow "
+          "Leeds Bristol Nantes Toulouse Bologna Florence Bilbao Graz Salzburg Gdansk Bergen").split()
+COUNTRIES = ("Portugal Spain France Italy Austria Czechia Poland Germany Switzerland Belgium Netherlands Denmark "
+             "Norway Sweden Finland Estonia Latvia Lithuania Hungary Slovenia Croatia Greece Ireland").split()
+STREETS = "Oak Maple Harbor Mill Station Church River Park Market Garden Hill Bridge Castle Elm Cedar".split()
+STREET_KINDS = "Street Avenue Road Lane Way Square".split()
+ADJECTIVES = ("Silver Golden Quiet Bright Northern Hidden Royal Little Blue Green Red Wild Ancient Modern Lucky "
+              "Swift Grand Urban Crystal Iron Coastal Misty Sunny Velvet Bold").split()
+NOUNS = ("River Harbor Garden Falcon Lantern Meadow Summit Orchard Anchor Comet Forest Bridge Atlas Harvest "
+         "Compass Beacon Canyon Island Spark Willow Tiger Pine Stone Echo Horizon").split()
+COMPANY_SUFFIX = "Ltd Group Partners Labs Works Holdings Co Systems".split()
+WORDS = ("account update service quality schedule delivery support request review balance ticket booking "
+         "change refund payment order visit record report notice plan").split()
+COLORS = "red blue green black white silver grey yellow orange purple navy beige".split()
+JOBS = ("engineer teacher nurse accountant designer chef analyst pharmacist driver architect lawyer "
+        "technician consultant writer manager").split()
+
+
+def _full_name(r: random.Random) -> str:
+    return f"{r.choice(FIRST)} {r.choice(LAST)}"
+
+
+def _email(r: random.Random) -> str:
+    return f"{r.choice(FIRST).lower()}.{r.choice(LAST).lower()}{r.randint(1, 999)}@example.com".replace("ü", "u")
+
+
+PROVIDERS: dict[str, Callable[[random.Random], Any]] = {
+    "first_name": lambda r: r.choice(FIRST),
+    "last_name": lambda r: r.choice(LAST),
+    "full_name": _full_name,
+    "email": _email,
+    "phone": lambda r: f"+1-{r.randint(200, 989)}-{r.randint(200, 989)}-{r.randint(1000, 9999)}",
+    "city": lambda r: r.choice(CITIES),
+    "country": lambda r: r.choice(COUNTRIES),
+    "street_address": lambda r: f"{r.randint(1, 250)} {r.choice(STREETS)} {r.choice(STREET_KINDS)}",
+    "company": lambda r: f"{r.choice(ADJECTIVES)} {r.choice(NOUNS)} {r.choice(COMPANY_SUFFIX)}",
+    "title": lambda r: f"The {r.choice(ADJECTIVES)} {r.choice(NOUNS)}",
+    "two_words": lambda r: f"{r.choice(ADJECTIVES)} {r.choice(NOUNS)}",
+    "word": lambda r: r.choice(WORDS),
+    "sentence": lambda r: " ".join(r.choice(WORDS) for _ in range(r.randint(4, 8))).capitalize() + ".",
+    "color": lambda r: r.choice(COLORS),
+    "job_title": lambda r: r.choice(JOBS),
+    "license_plate": lambda r: f"{r.choice('ABCDEFGHJKLMNPRSTUVWXYZ')}{r.choice('ABCDEFGHJKLMNPRSTUVWXYZ')}-{r.randint(100, 999)}",
+    "iban": lambda r: f"PT50{r.randint(10**16, 10**17 - 1)}",
+    "code": lambda r: "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6)),
+}
+
+
+def _date_add(value: str, days: float) -> str:
+    return (date.fromisoformat(value[:10]) + timedelta(days=int(days))).isoformat()
+
+
+def _datetime_add(value: str, minutes: float) -> str:
+    return (datetime.fromisoformat(value) + timedelta(minutes=int(minutes))).isoformat(timespec="seconds")
+
+
+def _date_of(value: str) -> str:
+    return value[:10]
+
+
+_SAFE_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call, ast.Compare,
+               ast.IfExp, ast.BoolOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod, ast.FloorDiv, ast.USub,
+               ast.UAdd, ast.Not, ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+FORMULA_FUNCS = {"round", "min", "max", "abs", "int", "float", "str", "lower", "upper", "date_add",
+                 "datetime_add", "date_of", "randint", "uniform", "choice"}
+
+
+def _parse_formula(expr: str) -> ast.Expression:
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"formula {expr!r} is not a valid expression: {exc.msg}") from exc
+    for node in ast.walk(tree):
+        if not isinstance(node, _SAFE_NODES):
+            raise ValueError(f"formula {expr!r} uses {type(node).__name__}, which formulas do not allow")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FORMULA_FUNCS):
+            raise ValueError(f"formula {expr!r} calls an unknown function; allowed: {', '.join(sorted(FORMULA_FUNCS))}")
+    return tree
+
+
+def formula_names(expr: str) -> set[str]:
+    """Column names a formula reads (raises ValueError if the formula is not allowed)."""
+    tree = _parse_formula(expr)
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
+
+
+class Formula:
+    """A compiled, sandboxed formula over the columns of one row."""
+
+    def __init__(self, expr: str):
+        self.code = compile(_parse_formula(expr), "<formula>", "eval")
+
+    def __call__(self, row: dict[str, Any], rng: random.Random) -> Any:
+        env: dict[str, Any] = {
+            "round": round, "min": min, "max": max, "abs": abs, "int": int, "float": float, "str": str,
+            "lower": str.lower, "upper": str.upper, "date_add": _date_add, "datetime_add": _datetime_add,
+            "date_of": _date_of, "randint": rng.randint, "choice": lambda *xs: rng.choice(xs),
+            "uniform": lambda a, b: round(rng.uniform(a, b), 2),
+        }
+        env.update(row)
+        return eval(self.code, {"__builtins__": {}}, env)  # noqa: S307 - AST whitelisted above
+
+
+def _random_date(r: random.Random, start: str, end: str) -> str:
+    a, b = date.fromisoformat(start), date.fromisoformat(end)
+    return (a + timedelta(days=r.randint(0, (b - a).days))).isoformat()
+
+
+def _random_datetime(r: random.Random, start: str, end: str, step: int) -> str:
+    a, b = datetime.fromisoformat(start), datetime.fromisoformat(end)
+    steps = int((b - a).total_seconds() // 60 // step)
+    return (a + timedelta(minutes=step * r.randint(0, steps))).isoformat(timespec="seconds")
+
+
+def sequence_value(recipe: dict[str, Any], col_type: str, index: int) -> Any:
+    n = recipe.get("start", 1) + index
+    if col_type == "integer":
+        return n
+    return f"{recipe.get('prefix', '')}{n:0{recipe.get('width', 4)}d}"
+
+
+def draw(recipe: dict[str, Any], r: random.Random) -> Any:
+    """One value for the distribution-like recipes (provider, choice, uniform, randint, normal, date, ...)."""
+    kind = recipe["kind"]
+    if kind == "provider":
+        if r.random() < recipe.get("null_rate", 0.0):
+            return None
+        return PROVIDERS[recipe["provider"]](r)
+    if kind == "choice":
+        return r.choices(recipe["values"], weights=recipe.get("weights"))[0]
+    if kind == "uniform":
+        return round(r.uniform(recipe["min"], recipe["max"]), recipe.get("decimals", 2))
+    if kind == "randint":
+        return r.randint(recipe["min"], recipe["max"])
+    if kind == "normal":
+        v = r.gauss(recipe["mean"], recipe["std"])
+        v = max(recipe.get("min", v), min(recipe.get("max", v), v))
+        return round(v, recipe.get("decimals", 2))
+    if kind == "date":
+        return _random_date(r, recipe["start"], recipe["end"])
+    if kind == "datetime":
+        return _random_datetime(r, recipe["start"], recipe["end"], recipe.get("step_minutes", 15))
+    if kind == "constant":
+        return recipe["value"]
+    raise ValueError(f"recipe kind {kind!r} is not a plain draw")

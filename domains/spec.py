@@ -1,0 +1,368 @@
+"""Load a domain spec (YAML) into typed objects, reporting every problem with file and path.
+
+Two layers of checking: the JSON Schema in ``schemas/domain.schema.json`` (shape), then semantic checks the
+schema cannot express (references resolve, SQL compiles against the tables, SQL parameters are declared,
+utterance slots exist). All problems are collected and raised together as one ``SpecError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "domain.schema.json"
+SQL_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+RESERVED_PARAMS = {"now"}
+
+
+class SpecError(ValueError):
+    """A domain spec failed to load; ``problems`` lists every ``file: path: message``."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    seed: dict[str, Any]
+    label: str
+    nullable: bool = False
+    unique: bool = False
+    enum: tuple[Any, ...] | None = None
+    references: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    noun: str
+    rows: int
+    primary_key: str
+    columns: tuple[Column, ...]
+    description: str = ""
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+
+@dataclass(frozen=True)
+class Precondition:
+    sql: str
+    error: str
+    expect: str = "exists"
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    kind: str  # "read" | "write"
+    entity: str
+    parameters: dict[str, Any]
+    returns_sql: str
+    returns_mode: str
+    preconditions: tuple[Precondition, ...] = ()
+    effects: tuple[str, ...] = ()
+    generated: dict[str, str] = field(default_factory=dict)
+    mention: str | None = None
+    examples: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def param_names(self) -> list[str]:
+        return list(self.parameters.get("properties", {}))
+
+    @property
+    def required(self) -> list[str]:
+        return list(self.parameters.get("required", []))
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The function schema an agent sees (OpenAI tools format)."""
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    name: str
+    description: str
+    now: str
+    policy: str
+    tables: tuple[Table, ...]
+    tools: tuple[Tool, ...]
+    utterances: dict[str, tuple[str, ...]]
+    path: str
+    spec_hash: str
+
+    def table(self, name: str) -> Table:
+        return next(t for t in self.tables if t.name == name)
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    @property
+    def primary_keys(self) -> dict[str, str]:
+        """primary-key column name -> table (names are unique across a domain)."""
+        return {t.primary_key: t.name for t in self.tables}
+
+    def seed_order(self) -> list[Table]:
+        """Tables in an order where every referenced table comes first."""
+        done: list[Table] = []
+        pending = list(self.tables)
+        while pending:
+            ready = [t for t in pending if all(
+                c.references is None or c.references[0] in {d.name for d in done} or c.references[0] == t.name
+                for c in t.columns)]
+            if not ready:
+                raise SpecError([f"{self.path}: tables: foreign keys form a cycle among "
+                                 f"{', '.join(t.name for t in pending)}"])
+            done.extend(ready)
+            pending = [t for t in pending if t not in ready]
+        return done
+
+
+@cache
+def _schema_validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(SCHEMA_PATH.read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _json_path(parts: Any) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(root)"
+
+
+def load_spec(path: str | Path) -> DomainSpec:
+    """Read, validate and check a domain spec file; raise ``SpecError`` listing every problem."""
+    path = Path(path)
+    label = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([f"{label}: cannot read: {exc.strerror}"]) from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError([f"{label}: not valid YAML: {exc}"]) from exc
+    return parse_spec(raw, label=label, source=text)
+
+
+def parse_spec(raw: Any, label: str = "<spec>", source: str | None = None) -> DomainSpec:
+    """Validate an already-parsed spec mapping (for specs that do not come from a file)."""
+    if not isinstance(raw, dict):
+        raise SpecError([f"{label}: (root): expected a mapping, got {type(raw).__name__}"])
+    problems = [f"{label}: {_json_path(e.absolute_path)}: {_schema_message(e)}"
+                for e in sorted(_schema_validator().iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))]
+    if problems:
+        raise SpecError(problems)
+    spec_hash = hashlib.sha256((source or json.dumps(raw, sort_keys=True)).encode()).hexdigest()[:16]
+    spec = _build(raw, label, spec_hash)
+    problems = semantic_problems(spec, raw)
+    if problems:
+        raise SpecError([f"{label}: {p}" for p in problems])
+    return spec
+
+
+def _schema_message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "oneOf" and isinstance(error.instance, dict) and "kind" in error.instance:
+        return f"invalid seed recipe of kind {error.instance['kind']!r} (check its required and allowed keys)"
+    return error.message if len(error.message) < 300 else error.message[:300] + "..."
+
+
+def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
+    tables = []
+    for t in raw["tables"]:
+        cols = tuple(Column(
+            name=c["name"], type=c["type"], seed=c["seed"], label=c.get("label", c["name"].replace("_", " ")),
+            nullable=c.get("nullable", False), unique=c.get("unique", False),
+            enum=tuple(c["enum"]) if "enum" in c else None,
+            references=tuple(c["references"].split(".", 1)) if "references" in c else None,
+        ) for c in t["columns"])
+        tables.append(Table(name=t["name"], noun=t["noun"], rows=t["rows"], primary_key=t["primary_key"],
+                            columns=cols, description=t.get("description", "")))
+    tools = []
+    for t in raw["tools"]:
+        params = dict(t["parameters"])
+        params.setdefault("additionalProperties", False)
+        params.setdefault("required", [])
+        tools.append(Tool(
+            name=t["name"], description=t["description"].strip(), kind=t["kind"], entity=t["entity"],
+            parameters=params, returns_sql=t["returns"]["sql"], returns_mode=t["returns"].get("mode", "one"),
+            preconditions=tuple(Precondition(p["sql"], p["error"], p.get("expect", "exists"))
+                                for p in t.get("preconditions", [])),
+            effects=tuple(t.get("effects", [])), generated=dict(t.get("generated", {})),
+            mention=t.get("mention"), examples=tuple(t.get("examples", [])),
+        ))
+    return DomainSpec(name=raw["domain"], description=raw["description"].strip(), now=raw["now"],
+                      policy=raw.get("policy", "").strip(), tables=tuple(tables), tools=tuple(tools),
+                      utterances={k: tuple(v) for k, v in raw["utterances"].items()}, path=label,
+                      spec_hash=spec_hash)
+
+
+def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
+    """Checks the JSON Schema cannot express; each problem is ``path: message``."""
+    from domains.ddl import schema_statements  # local: ddl imports this module's types
+
+    problems: list[str] = []
+    tables = {t.name: t for t in spec.tables}
+    if len(tables) != len(spec.tables):
+        problems.append("tables: duplicate table names")
+    pk_owner: dict[str, str] = {}
+    for ti, t in enumerate(spec.tables):
+        names = [c.name for c in t.columns]
+        if len(set(names)) != len(names):
+            problems.append(f"tables[{ti}].columns: duplicate column names in {t.name}")
+        if t.primary_key not in names:
+            problems.append(f"tables[{ti}].primary_key: {t.name} has no column {t.primary_key!r}")
+        if t.primary_key in pk_owner:
+            problems.append(f"tables[{ti}].primary_key: {t.primary_key!r} is already the key of {pk_owner[t.primary_key]}")
+        pk_owner[t.primary_key] = t.name
+    for ti, t in enumerate(spec.tables):
+        for ci, c in enumerate(t.columns):
+            where = f"tables[{ti}].columns[{ci}]"
+            problems += [f"{where}: {m}" for m in _column_problems(spec, t, c, tables, pk_owner)]
+    try:
+        spec.seed_order()
+    except SpecError as exc:
+        problems.append(exc.problems[0].split(": ", 1)[1])
+    db = sqlite3.connect(":memory:")
+    try:
+        for stmt in schema_statements(spec):
+            db.execute(stmt)
+    except sqlite3.Error as exc:
+        problems.append(f"tables: the tables do not compile to SQL: {exc}")
+    tool_names = [t.name for t in spec.tools]
+    for dup in sorted({n for n in tool_names if tool_names.count(n) > 1}):
+        problems.append(f"tools: duplicate tool name {dup!r}")
+    for i, tool in enumerate(spec.tools):
+        problems += [f"tools[{i}]{m}" for m in _tool_problems(spec, tool, tables, db)]
+    for name in tool_names:
+        if name not in spec.utterances:
+            problems.append(f"utterances: no utterances for tool {name!r}")
+    for name, templates in spec.utterances.items():
+        tool = spec.tool(name)
+        if tool is None:
+            problems.append(f"utterances.{name}: no tool named {name!r}")
+            continue
+        for k, tpl in enumerate(templates):
+            for slot in SLOT.findall(tpl):
+                if slot not in tool.param_names:
+                    problems.append(f"utterances.{name}[{k}]: slot {{{slot}}} is not a parameter of {name}")
+    return problems
+
+
+def _column_problems(spec: DomainSpec, t: Table, c: Column, tables: dict[str, Table],
+                     pk_owner: dict[str, str]) -> list[str]:
+    out = []
+    if c.references:
+        rt, rc = c.references
+        if rt not in tables:
+            out.append(f"references: unknown table {rt!r}")
+        elif rc != tables[rt].primary_key:
+            out.append(f"references: {rt}.{rc} is not the primary key of {rt}")
+    elif c.name in pk_owner and pk_owner[c.name] != t.name:
+        out.append(f"name: {c.name!r} is the key of {pk_owner[c.name]}; add references: "
+                   f"{pk_owner[c.name]}.{c.name} or rename it")
+    kind = c.seed["kind"]
+    if kind == "reference" and not c.references:
+        out.append("seed: a reference recipe needs the column to declare references")
+    if kind == "sequence" and c.name != t.primary_key:
+        out.append("seed: a sequence recipe is only for the primary key")
+    if kind == "lookup":
+        via = t.column(c.seed["via"])
+        if via is None or via.references is None:
+            out.append(f"seed.via: {c.seed['via']!r} is not a foreign-key column of {t.name}")
+        elif via.references[0] in tables and tables[via.references[0]].column(c.seed["column"]) is None:
+            out.append(f"seed.column: unknown column {via.references[0]}.{c.seed['column']}")
+    if kind == "formula":
+        from domains.seeding import formula_names
+        try:
+            earlier = {x.name for x in t.columns[: t.columns.index(c)]}
+            unknown = formula_names(c.seed["expr"]) - earlier
+            if unknown:
+                out.append(f"seed.expr: unknown column {', '.join(sorted(unknown))} "
+                           f"(a formula may use columns defined before it)")
+        except ValueError as exc:
+            out.append(f"seed.expr: {exc}")
+    if kind == "provider":
+        from domains.seeding import PROVIDERS
+        if c.seed["provider"] not in PROVIDERS:
+            out.append(f"seed.provider: unknown provider {c.seed['provider']!r}; known: {', '.join(sorted(PROVIDERS))}")
+    if kind == "choice" and c.enum is not None:
+        extra = [v for v in c.seed["values"] if v not in c.enum]
+        if extra:
+            out.append(f"seed.values: {extra} are not in the column's enum")
+    if kind == "choice" and "weights" in c.seed and len(c.seed["weights"]) != len(c.seed["values"]):
+        out.append("seed.weights: needs one weight per value")
+    if kind in ("uniform", "randint") and c.seed["min"] > c.seed["max"]:
+        out.append("seed: min is greater than max")
+    return out
+
+
+def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], db: sqlite3.Connection) -> list[str]:
+    out = []
+    if tool.entity not in tables:
+        out.append(f".entity: unknown table {tool.entity!r}")
+    try:
+        jsonschema.Draft202012Validator.check_schema(tool.parameters)
+    except jsonschema.SchemaError as exc:
+        out.append(f".parameters: not a valid JSON Schema: {exc.message}")
+    declared = set(tool.param_names)
+    for r in tool.required:
+        if r not in declared:
+            out.append(f".parameters.required: {r!r} is not a declared parameter")
+    for gen, table in tool.generated.items():
+        if gen in declared:
+            out.append(f".generated.{gen}: the engine generates it; do not declare it as a parameter")
+        if table not in tables:
+            out.append(f".generated.{gen}: unknown table {table!r}")
+    known = declared | set(tool.generated) | RESERVED_PARAMS
+    if tool.kind == "write" and not tool.effects:
+        out.append(".effects: a write tool needs at least one effect")
+    if tool.kind == "read" and tool.effects:
+        out.append(".effects: a read tool cannot have effects")
+    statements = [(f".preconditions[{k}].sql", p.sql) for k, p in enumerate(tool.preconditions)]
+    statements += [(f".effects[{k}]", s) for k, s in enumerate(tool.effects)]
+    statements.append((".returns.sql", tool.returns_sql))
+    for where, sql in statements:
+        used = set(SQL_PARAM.findall(sql))
+        if used - known:
+            out.append(f"{where}: parameter {', '.join(':' + u for u in sorted(used - known))} is not declared")
+            continue
+        try:
+            db.execute("EXPLAIN " + sql, {u: None for u in used})
+        except sqlite3.Error as exc:
+            out.append(f"{where}: {_sql_message(str(exc))}")
+    for k, p in enumerate(tool.preconditions):
+        for slot in SLOT.findall(p.error):
+            if slot not in known:
+                out.append(f".preconditions[{k}].error: slot {{{slot}}} is not a parameter")
+    if tool.mention:
+        for slot in SLOT.findall(tool.mention):
+            if slot not in declared:
+                out.append(f".mention: slot {{{slot}}} is not a parameter")
+    return out
+
+
+def _sql_message(msg: str) -> str:
+    m = re.match(r"no such column: (.+)", msg)
+    if m:
+        return f"unknown column {m.group(1)}"
+    m = re.match(r"no such table: (.+)", msg)
+    if m:
+        return f"unknown table {m.group(1)}"
+    return f"SQL does not compile: {msg}"
