@@ -58,7 +58,11 @@ def audit_statements(table: Table) -> list[str]:
 
 
 def schema_statements(spec: DomainSpec) -> list[str]:
-    return [table_statement(t) for t in spec.seed_order()]
+    """Tables in dependency order, then an index per foreign-key column (joins and FK checks use them)."""
+    stmts = [table_statement(t) for t in spec.seed_order()]
+    stmts += [f"CREATE INDEX ix_{t.name}_{c.name} ON {t.name}({c.name})"
+              for t in spec.tables for c in t.columns if c.references]
+    return stmts
 
 
 def audit_schema(spec: DomainSpec) -> list[str]:

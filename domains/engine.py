@@ -12,6 +12,7 @@ import json
 import random
 import re
 import sqlite3
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from domains.seeding import Formula, draw, sequence_value
 from domains.spec import SLOT, DomainSpec, Table, Tool
 
 MAX_STRING_CHARS = 2_000
+POOL_SIZE = 16
 RowKey = tuple[str, Any]  # (table, primary key value)
 
 
@@ -93,6 +95,9 @@ class DomainEngine:
         self.tools: dict[str, Tool] = {t.name: t for t in spec.tools}
         self.validators = {t.name: ArgumentValidator(t.parameters) for t in spec.tools}
         self.pk_tables = spec.primary_keys
+        self._arg_cache: dict[tuple[str, str], str | None] = {}
+        self._pool: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
         conn = sqlite3.connect(":memory:", isolation_level=None)
         for stmt in schema_statements(spec):
             conn.execute(stmt)
@@ -103,10 +108,43 @@ class DomainEngine:
         self.fingerprint = state_fingerprint(conn, spec)
         conn.close()
 
+    def argument_problem(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        """The first schema violation of a call's arguments, or None; memoised (replays repeat calls)."""
+        try:
+            key = (tool, json.dumps(arguments, sort_keys=True))
+        except (TypeError, ValueError):
+            key = None
+        if key is not None and key in self._arg_cache:
+            return self._arg_cache[key]
+        errors = sorted(self.validators[tool].iter_errors(arguments), key=lambda e: list(e.path))
+        problem = None
+        if errors:
+            e = errors[0]
+            where = f"argument {'.'.join(map(str, e.path))!r}" if e.path else "arguments"
+            problem = f"{tool}: invalid {where}: {_short(e.message)}"
+        if key is not None and len(self._arg_cache) < 200_000:
+            self._arg_cache[key] = problem
+        return problem
+
     def fresh(self) -> Database:
-        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        conn.deserialize(self.image)
+        """A copy of the seeded state. Connections are pooled: each copy is an open transaction on a
+        connection holding the image, rolled back on close, so prepared statements stay warm."""
+        with self._lock:
+            conn = self._pool.pop() if self._pool else None
+        if conn is None:
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            conn.deserialize(self.image)
+            conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("BEGIN")
         return Database(self, conn)
+
+    def _release(self, conn: sqlite3.Connection) -> None:
+        conn.execute("ROLLBACK")
+        with self._lock:
+            if len(self._pool) < POOL_SIZE:
+                self._pool.append(conn)
+                return
+        conn.close()
 
 
 class Database:
@@ -115,10 +153,13 @@ class Database:
     def __init__(self, engine: DomainEngine, conn: sqlite3.Connection):
         self.engine = engine
         self.conn = conn
-        conn.execute("PRAGMA foreign_keys = ON")
+        self._open = True
 
     def close(self) -> None:
-        self.conn.close()
+        """Discard every change and hand the connection back to the engine's pool."""
+        if self._open:
+            self._open = False
+            self.engine._release(self.conn)
 
     def __enter__(self) -> Database:
         return self
@@ -136,33 +177,36 @@ class Database:
             params = self._bind(tool, arguments)
         except CallError as exc:
             return ToolResult(False, error=str(exc))
-        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("SAVEPOINT call")
         try:
             output, reads = self._run(tool, params)
             writes = self._drain_audit()
-            self.conn.execute("COMMIT")
+            self.conn.execute("RELEASE call")
         except CallError as exc:
-            self.conn.execute("ROLLBACK")
+            self._undo()
             return ToolResult(False, error=str(exc))
         except sqlite3.IntegrityError as exc:
-            self.conn.execute("ROLLBACK")
+            self._undo()
             return ToolResult(False, error=f"{tool.name} was refused: constraint violated ({exc})")
         except (sqlite3.Error, OverflowError, ValueError) as exc:
-            self.conn.execute("ROLLBACK")
+            self._undo()
             return ToolResult(False, error=f"{tool.name} failed: {exc}")
-        return ToolResult(True, output=output, reads=frozenset(reads | _arg_keys(self.engine, params)),
-                          writes=frozenset(writes))
+        if tool.kind == "write":  # a write's own rows count as written, not read
+            return ToolResult(True, output=output, writes=frozenset(writes))
+        return ToolResult(True, output=output, reads=frozenset(reads | _arg_keys(self.engine, params)))
+
+    def _undo(self) -> None:
+        self.conn.execute("ROLLBACK TO call")
+        self.conn.execute("RELEASE call")
 
     def _bind(self, tool: Tool, arguments: Any) -> dict[str, Any]:
         if not isinstance(arguments, dict):
             raise CallError(f"{tool.name}: arguments must be a JSON object, got {type(arguments).__name__}")
         if _too_long(arguments):
             raise CallError(f"{tool.name}: an argument is too long (limit {MAX_STRING_CHARS} characters)")
-        errors = sorted(self.engine.validators[tool.name].iter_errors(arguments), key=lambda e: list(e.path))
-        if errors:
-            e = errors[0]
-            where = f"argument {'.'.join(map(str, e.path))!r}" if e.path else "arguments"
-            raise CallError(f"{tool.name}: invalid {where}: {_short(e.message)}")
+        problem = self.engine.argument_problem(tool.name, arguments)
+        if problem:
+            raise CallError(problem)
         params: dict[str, Any] = {}
         for pname, pschema in tool.parameters.get("properties", {}).items():
             params[pname] = arguments.get(pname, pschema.get("default"))
@@ -174,12 +218,15 @@ class Database:
     def _next_key(self, table: Table) -> Any:
         col = table.column(table.primary_key)
         assert col is not None
-        keys = [r[0] for r in self.conn.execute(f"SELECT {table.primary_key} FROM {table.name}")]
+        pk = table.primary_key
         if col.type == "integer":
-            return max(keys, default=0) + 1
+            (top,) = self.conn.execute(f"SELECT COALESCE(MAX({pk}), 0) FROM {table.name}").fetchone()
+            return top + 1
         prefix = col.seed.get("prefix", "")
-        numbers = [int(k[len(prefix):]) for k in keys if isinstance(k, str) and k[len(prefix):].isdigit()]
-        return sequence_value({**col.seed, "start": 0}, col.type, max(numbers, default=0) + 1)
+        (top,) = self.conn.execute(
+            f"SELECT COALESCE(MAX(CAST(substr({pk}, ?) AS INTEGER)), 0) FROM {table.name} "
+            f"WHERE substr({pk}, 1, ?) = ?", (len(prefix) + 1, len(prefix), prefix)).fetchone()
+        return sequence_value({**col.seed, "start": 0}, col.type, top + 1)
 
     def _run(self, tool: Tool, params: dict[str, Any]) -> tuple[Any, set[RowKey]]:
         for pre in tool.preconditions:

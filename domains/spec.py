@@ -121,10 +121,12 @@ class DomainSpec:
         """Tables in an order where every referenced table comes first."""
         done: list[Table] = []
         pending = list(self.tables)
+        known = {t.name for t in self.tables}
         while pending:
+            finished = {d.name for d in done}
             ready = [t for t in pending if all(
-                c.references is None or c.references[0] in {d.name for d in done} or c.references[0] == t.name
-                for c in t.columns)]
+                c.references is None or c.references[0] in finished or c.references[0] == t.name
+                or c.references[0] not in known for c in t.columns)]
             if not ready:
                 raise SpecError([f"{self.path}: tables: foreign keys form a cycle among "
                                  f"{', '.join(t.name for t in pending)}"])
@@ -234,15 +236,13 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
     for ti, t in enumerate(spec.tables):
         for ci, c in enumerate(t.columns):
             where = f"tables[{ti}].columns[{ci}]"
-            problems += [f"{where}: {m}" for m in _column_problems(spec, t, c, tables, pk_owner)]
-    try:
-        spec.seed_order()
-    except SpecError as exc:
-        problems.append(exc.problems[0].split(": ", 1)[1])
+            problems += [f"{where}.{m}" for m in _column_problems(spec, t, c, tables, pk_owner)]
     db = sqlite3.connect(":memory:")
     try:
         for stmt in schema_statements(spec):
             db.execute(stmt)
+    except SpecError as exc:
+        problems.append(exc.problems[0].split(": ", 1)[1])
     except sqlite3.Error as exc:
         problems.append(f"tables: the tables do not compile to SQL: {exc}")
     tool_names = [t.name for t in spec.tools]

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Create .venv and install the project with its pinned constraints. Idempotent; safe to rerun.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+# torch first: the CPU wheel; anything else would pull a multi-GB CUDA build
+.venv/bin/python -m pip install -q torch==2.13.0
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'

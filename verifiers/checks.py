@@ -1,0 +1,55 @@
+"""The three trajectory checks that define "solved": execution, fidelity, completeness."""
+
+from __future__ import annotations
+
+import re
+
+from verifiers.replay import Replay
+from verifiers.types import Check
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _canonical_number(match: re.Match[str]) -> str:
+    value = float(match.group(0))
+    return str(int(value)) if value.is_integer() else repr(round(value, 6))
+
+
+def normalise(text: str) -> str:
+    """tau2's rule (lowercase, commas removed) plus one spelling per number: 1,234.50 -> 1234.5."""
+    return _NUMBER.sub(_canonical_number, text.lower().replace(",", ""))
+
+
+def _said(info: str, said: str) -> bool:
+    needle = normalise(info).strip()
+    if not needle:
+        return True
+    return re.search(r"(?<![\w.])" + re.escape(needle) + r"(?![\w]|\.\d)", said) is not None
+
+
+def execution_check(gold: Replay, candidate: Replay) -> Check:
+    """Same end state: compare only rows that either run wrote."""
+    touched = gold.writes | candidate.writes
+    differing = sorted((k for k in touched if gold.db.row(k) != candidate.db.row(k)), key=repr)
+    if differing:
+        shown = ", ".join(f"{t}:{pk}" for t, pk in differing[:5])
+        return Check(False, f"{len(differing)} row(s) differ from the gold end state: {shown}")
+    return Check(True, f"same end state over {len(touched)} written row(s)")
+
+
+def fidelity_check(communicate_info: tuple[str, ...], assistant_text: str) -> Check:
+    said = normalise(assistant_text)
+    missing = [info for info in communicate_info if not _said(info, said)]
+    if missing:
+        return Check(False, f"not communicated: {', '.join(repr(m) for m in missing)}")
+    return Check(True, f"all {len(communicate_info)} item(s) communicated")
+
+
+def completeness_check(gold: Replay, candidate: Replay) -> Check:
+    """Every row the gold read was read, every row it wrote was written."""
+    missing = sorted({("read", *k) for k in gold.reads - candidate.reads}
+                     | {("wrote", *k) for k in gold.writes - candidate.writes}, key=repr)
+    if missing:
+        shown = ", ".join(f"{op} {t}:{pk}" for op, t, pk in missing[:5])
+        return Check(False, f"{len(missing)} operation(s) of the gold were not done: {shown}")
+    return Check(True, f"all {len(gold.reads)} read and {len(gold.writes)} written gold row(s) covered")

@@ -1,0 +1,116 @@
+"""Mutants of a gold call sequence: drop a call, change one argument to another valid value, reorder
+dependent calls. A good task's checks kill (fail) every mutant."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Any
+
+from domains.engine import DomainEngine, ToolCall
+from verifiers.replay import Replay
+
+MAX_VALUE_CHANGES_PER_CALL = 4
+
+
+def mutants(engine: DomainEngine, gold_calls: tuple[ToolCall, ...], gold: Replay) -> list[tuple[str, str, tuple[ToolCall, ...]]]:
+    """(kind, description, calls) for every mutant, in a fixed order for a given gold sequence."""
+    rng = random.Random(hashlib.sha256(json.dumps([c.to_dict() for c in gold_calls], sort_keys=True,
+                                                  default=str).encode()).hexdigest())
+    out: list[tuple[str, str, tuple[ToolCall, ...]]] = []
+    for i, call in enumerate(gold_calls):
+        out.append(("drop", f"drop call {i} ({call.name})", gold_calls[:i] + gold_calls[i + 1:]))
+    for i, call in enumerate(gold_calls):
+        names = sorted(call.arguments)
+        rng.shuffle(names)
+        for name in names[:MAX_VALUE_CHANGES_PER_CALL]:
+            alt = alternative_value(engine, call, name, rng)
+            if alt is _NONE:
+                continue
+            changed = ToolCall(call.name, {**call.arguments, name: alt})
+            out.append(("change_argument", f"call {i} ({call.name}): {name}={_show(call.arguments[name])} -> {_show(alt)}",
+                        gold_calls[:i] + (changed,) + gold_calls[i + 1:]))
+    for i in range(len(gold_calls) - 1):
+        if _dependent(gold, gold_calls, i):
+            swapped = gold_calls[:i] + (gold_calls[i + 1], gold_calls[i]) + gold_calls[i + 2:]
+            out.append(("reorder", f"swap calls {i} and {i + 1} ({gold_calls[i].name}, {gold_calls[i + 1].name})",
+                        swapped))
+    return out
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) < 40 else text[:37] + "..."
+
+
+def _dependent(gold: Replay, calls: tuple[ToolCall, ...], i: int) -> bool:
+    """Call i+1 needs state call i wrote: both write the same row, or i+1 uses a key that i created."""
+    first, second = gold.results[i], gold.results[i + 1]
+    if first.writes & second.writes:
+        return True
+    created = {pk for (_, pk) in first.writes} - set(calls[i].arguments.values())
+    return any(v in created for v in calls[i + 1].arguments.values() if isinstance(v, (str, int)))
+
+
+class _NoneType:
+    pass
+
+
+_NONE: Any = _NoneType()
+
+
+def alternative_value(engine: DomainEngine, call: ToolCall, name: str, rng: random.Random) -> Any:
+    """Another value for one argument that passes the tool's argument schema, or _NONE."""
+    tool = engine.tools.get(call.name)
+    if tool is None:
+        return _NONE
+    schema = tool.parameters.get("properties", {}).get(name, {})
+    current = call.arguments[name]
+    candidates: list[Any] = []
+    if "enum" in schema:
+        candidates = [v for v in schema["enum"] if v != current]
+    else:
+        candidates = [v for v in column_values(engine, tool.entity, name) if v != current]
+        if not candidates and isinstance(current, (int, float)) and not isinstance(current, bool):
+            candidates = _numeric_neighbours(current, schema)
+        if not candidates and "examples" in schema:
+            candidates = [v for v in schema["examples"] if v != current]
+    validator = engine.validators[tool.name]
+    rng.shuffle(candidates)
+    for value in candidates[:20]:
+        if validator.is_valid({**call.arguments, name: value}):
+            return value
+    return _NONE
+
+
+def _numeric_neighbours(current: float, schema: dict[str, Any]) -> list[Any]:
+    step = 1 if isinstance(current, int) else max(1.0, abs(current) * 0.25)
+    values = [current + step, current - step, current * 2 if current else step]
+    return [int(v) if isinstance(current, int) else round(float(v), 2) for v in values]
+
+
+def column_values(engine: DomainEngine, entity: str, column: str) -> list[Any]:
+    """Distinct seeded values of a column named ``column``: the entity's own table first, then any table."""
+    return _column_values_cached(engine, entity, column)
+
+
+_cache: dict[tuple[int, str, str], list[Any]] = {}
+
+
+def _column_values_cached(engine: DomainEngine, entity: str, column: str) -> list[Any]:
+    key = (id(engine), entity, column)
+    if key not in _cache:
+        spec = engine.spec
+        owner = spec.primary_keys.get(column)
+        tables = [owner] if owner else [entity] + [t.name for t in spec.tables if t.name != entity]
+        values: list[Any] = []
+        with engine.fresh() as db:
+            for table in tables:
+                t = spec.table(table)
+                if t.column(column) is not None:
+                    values = [r[0] for r in db.query(f"SELECT DISTINCT {column} FROM {t.name} "
+                                                     f"WHERE {column} IS NOT NULL ORDER BY {column}")]
+                    break
+        _cache[key] = values
+    return _cache[key]

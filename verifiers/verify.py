@@ -1,0 +1,72 @@
+"""The one definition of "solved", used as the data gate and as the RL outcome reward.
+
+``verify`` scores a trajectory against a task; ``check_task`` decides whether a task is fit to publish
+(gold validity, no-action, mutation kill rate).
+"""
+
+from __future__ import annotations
+
+from domains.engine import DomainEngine
+from domains.registry import get_engine
+from verifiers.checks import completeness_check, execution_check, fidelity_check
+from verifiers.mutation import mutants
+from verifiers.replay import Replay, replay
+from verifiers.types import Check, MutationReport, TaskReport, Trajectory, Verdict, VerifiableTask
+
+
+def engine_for(task: VerifiableTask) -> DomainEngine:
+    return get_engine(task.domain, task.seed)
+
+
+def verify(task: VerifiableTask, trajectory: Trajectory, engine: DomainEngine | None = None,
+           gold: Replay | None = None) -> Verdict:
+    """Execution, fidelity and completeness of one trajectory, each with its reason."""
+    engine = engine or engine_for(task)
+    own_gold = gold is None
+    gold = gold or replay(engine, task.gold_calls)
+    candidate = replay(engine, trajectory.calls)
+    try:
+        return Verdict(execution=execution_check(gold, candidate),
+                       fidelity=fidelity_check(task.communicate_info, trajectory.assistant_text),
+                       completeness=completeness_check(gold, candidate))
+    finally:
+        candidate.close()
+        if own_gold:
+            gold.close()
+
+
+def outcome_reward(task: VerifiableTask, trajectory: Trajectory) -> float:
+    """1.0 when the trajectory solves the task, else 0.0 (the outcome term of the RL reward)."""
+    return 1.0 if verify(task, trajectory).solved else 0.0
+
+
+def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> TaskReport:
+    """Task-level checks. Mutants are scored as if the agent also said the right answer, so only the
+    state and completeness checks can kill them: the strict reading of 'the gold calls matter'."""
+    engine = engine or engine_for(task)
+    gold = replay(engine, task.gold_calls)
+    try:
+        failures = [f"call {i} ({c.name}): {r.error}" for i, (c, r) in enumerate(zip(task.gold_calls, gold.results))
+                    if not r.ok]
+        if not task.gold_calls:
+            validity = Check(False, "the task has no gold calls")
+        elif failures:
+            validity = Check(False, "; ".join(failures))
+        else:
+            validity = Check(True, f"all {len(task.gold_calls)} gold call(s) succeed")
+        empty = verify(task, Trajectory(), engine, gold)
+        no_action = (Check(True, f"the empty trajectory fails {', '.join(empty.failed_checks())}")
+                     if not empty.solved else Check(False, "the empty trajectory solves the task"))
+        said = " ".join(task.communicate_info)
+        killed, survivors, total = 0, [], 0
+        if validity.passed:
+            for kind, description, calls in mutants(engine, task.gold_calls, gold):
+                total += 1
+                if verify(task, Trajectory(calls, said), engine, gold).solved:
+                    survivors.append(f"{kind}: {description}")
+                else:
+                    killed += 1
+        return TaskReport(gold_validity=validity, no_action=no_action,
+                          mutation=MutationReport(total, killed, tuple(survivors)), writes=len(gold.writes))
+    finally:
+        gold.close()
