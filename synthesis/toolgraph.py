@@ -1,0 +1,129 @@
+"""What the synthesiser knows about a domain's tools, read off the spec alone (no per-domain code).
+
+Roles: write tools; lookups (read tools with a ``mention`` that find a row from natural attributes); getters
+(read tools whose only parameter is their entity's key); lists (read tools returning many rows). Argument
+values are drawn from the data: a key parameter from its table, a column-named parameter from that column,
+otherwise from the parameter's enum, examples or numeric range.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from domains.engine import Database, DomainEngine
+from domains.spec import Tool
+
+
+@dataclass
+class ToolGraph:
+    engine: DomainEngine
+
+    @property
+    def spec(self):  # noqa: ANN201 - DomainSpec
+        return self.engine.spec
+
+    @cached_property
+    def writes(self) -> list[Tool]:
+        return [t for t in self.spec.tools if t.kind == "write"]
+
+    @cached_property
+    def lookups(self) -> dict[str, list[Tool]]:
+        """entity table -> read tools that find one of its rows from natural attributes."""
+        out: dict[str, list[Tool]] = {}
+        for t in self.spec.tools:
+            if t.kind == "read" and t.mention:
+                out.setdefault(t.entity, []).append(t)
+        return out
+
+    @cached_property
+    def getters(self) -> dict[str, Tool]:
+        out: dict[str, Tool] = {}
+        for t in self.spec.tools:
+            pk = self.spec.table(t.entity).primary_key
+            if t.kind == "read" and t.returns_mode == "one" and t.param_names == [pk] and t.entity not in out:
+                out[t.entity] = t
+        return out
+
+    @cached_property
+    def lists(self) -> list[Tool]:
+        return [t for t in self.spec.tools if t.kind == "read" and t.returns_mode == "many"]
+
+    def key_param(self, tool: Tool) -> tuple[str, str] | None:
+        """(parameter, table) of the first required parameter that names a row by key, preferring the entity."""
+        pks = self.spec.primary_keys
+        keyed = [(p, pks[p]) for p in tool.required if p in pks]
+        keyed.sort(key=lambda pt: pt[1] != tool.entity)
+        return keyed[0] if keyed else None
+
+    def generated_key(self, tool: Tool) -> tuple[str, str] | None:
+        """(table, key column) of the row a write tool creates, if it creates one."""
+        for _, table in tool.generated.items():
+            return table, self.spec.table(table).primary_key
+        return None
+
+    def column_pool(self, db: Database, entity: str, column: str) -> list[Any]:
+        """Current values of a column named ``column``: its key table, the entity, then any table."""
+        spec = self.spec
+        owner = spec.primary_keys.get(column)
+        order = [owner] if owner else [entity] + [t.name for t in spec.tables if t.name != entity]
+        for table in order:
+            t = spec.table(table)
+            if t.column(column) is not None:
+                return [r[0] for r in db.query(f"SELECT {column} FROM {t.name} WHERE {column} IS NOT NULL "
+                                               f"ORDER BY {t.primary_key}")]
+        return []
+
+    def sample_value(self, db: Database, tool: Tool, param: str, rng: random.Random,
+                     anchor: dict[str, Any] | None = None) -> Any:
+        schema = tool.parameters["properties"][param]
+        if anchor is not None and param in anchor and anchor[param] is not None and "enum" not in schema:
+            return anchor[param]
+        if "enum" in schema:
+            return rng.choice(schema["enum"])
+        pool = self.column_pool(db, tool.entity, param)
+        if pool:
+            value = rng.choice(pool)
+            if schema.get("type") == "number" and isinstance(value, int):
+                return value
+            return value
+        if "examples" in schema:
+            return rng.choice(schema["examples"])
+        kind = schema.get("type")
+        if kind in ("integer", "number"):
+            lo = schema.get("minimum", 1)
+            hi = schema.get("maximum", max(lo + 10, 100))
+            if kind == "integer":
+                return rng.randint(int(lo), int(min(hi, lo + 1000)))
+            return round(rng.uniform(lo, min(hi, lo + 1000)), 2)
+        if kind == "boolean":
+            return rng.random() < 0.5
+        return None
+
+    def sample_arguments(self, db: Database, tool: Tool, rng: random.Random,
+                         fixed: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Arguments for every required parameter (and some optional ones), or None if one has no source."""
+        fixed = fixed or {}
+        anchor = None
+        if rng.random() < 0.5:
+            table = self.spec.table(tool.entity)
+            rows = db.query(f"SELECT * FROM {table.name} ORDER BY {table.primary_key}")
+            if rows:
+                names = [c.name for c in table.columns]
+                anchor = dict(zip(names, rng.choice(rows)))
+        args: dict[str, Any] = {}
+        for param in tool.param_names:
+            if param in fixed:
+                args[param] = fixed[param]
+                continue
+            if param not in tool.required and rng.random() < 0.6:
+                continue
+            value = self.sample_value(db, tool, param, rng, anchor)
+            if value is None:
+                if param in tool.required:
+                    return None
+                continue
+            args[param] = value
+        return args

@@ -1,0 +1,118 @@
+"""The warehouse schema, defined once as SQLModel models (DDL is generated from these).
+
+Keys are explicit (content hashes, snapshot-scoped ids): DuckDB has no SERIAL. JSON payloads are stored as
+JSON text columns so readers can use DuckDB's JSON functions.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import Field, SQLModel
+
+
+class Snapshot(SQLModel, table=True):
+    __tablename__ = "snapshots"
+    snapshot_id: str = Field(primary_key=True)
+    parent_id: str | None = None
+    created_at: datetime
+    code_version: str
+    config_hash: str
+    config_json: str
+    status: str  # building | published | failed
+    tasks: int = 0
+    candidates: int = 0
+    rejected: int = 0
+    gold_errors: int = 0
+    noop_passes: int = 0
+    median_kill_rate: float | None = None
+    evolved_fraction: float | None = None
+    yield_rate: float | None = None
+    seconds: float | None = None
+    summary_json: str | None = None
+    quality_json: str | None = None
+
+
+class Domain(SQLModel, table=True):
+    __tablename__ = "domains"
+    snapshot_id: str = Field(primary_key=True)
+    domain: str = Field(primary_key=True)
+    spec_hash: str
+    db_seed: int
+    fingerprint: str
+    tables: int
+    rows: int
+    read_tools: int
+    write_tools: int
+    description: str
+    policy: str
+
+
+class Tool(SQLModel, table=True):
+    __tablename__ = "tools"
+    snapshot_id: str = Field(primary_key=True)
+    domain: str = Field(primary_key=True)
+    name: str = Field(primary_key=True)
+    kind: str
+    entity: str
+    description: str
+    parameters_json: str
+
+
+class Task(SQLModel, table=True):
+    __tablename__ = "tasks"
+    snapshot_id: str = Field(primary_key=True)
+    task_id: str = Field(primary_key=True)
+    content_hash: str
+    domain: str
+    seed: int
+    shard_id: str
+    kinds: str  # "+"-joined request kinds, e.g. "lookup_write+question"
+    instruction: str
+    communicate_info_json: str
+    evolved_from: str | None = None
+    operator: str | None = None
+    depth: int = 0
+    calls: int
+    distinct_tools: int
+    write_calls: int
+    tau2_json: str
+
+
+class GoldCall(SQLModel, table=True):
+    __tablename__ = "gold_calls"
+    snapshot_id: str = Field(primary_key=True)
+    task_id: str = Field(primary_key=True)
+    position: int = Field(primary_key=True)
+    name: str
+    arguments_json: str
+
+
+class Verdict(SQLModel, table=True):
+    __tablename__ = "verdicts"
+    snapshot_id: str = Field(primary_key=True)
+    task_id: str = Field(primary_key=True)
+    gold_valid: bool
+    gold_reason: str
+    noop_fails: bool
+    noop_reason: str
+    mutants: int
+    mutants_killed: int
+    kill_rate: float
+    survivors_json: str
+
+
+class Rejection(SQLModel, table=True):
+    __tablename__ = "rejections"
+    snapshot_id: str = Field(primary_key=True)
+    candidate_id: str = Field(primary_key=True)  # the candidate's content hash
+    domain: str
+    shard_id: str
+    reason: str
+    detail: str
+    kinds: str
+    operator: str | None = None
+    depth: int = 0
+    instruction: str
+    gold_json: str
+    kill_rate: float | None = None

@@ -1,0 +1,53 @@
+"""Create the warehouse tables (from the SQLModel models) and the views data scientists query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+from sqlmodel import SQLModel, create_engine
+
+from warehouse import models  # noqa: F401 - registers the tables on SQLModel.metadata
+
+VIEWS = {
+    "latest_tasks": """
+        SELECT t.* FROM tasks t
+        WHERE t.snapshot_id = (SELECT snapshot_id FROM snapshots WHERE status = 'published'
+                               ORDER BY created_at DESC, snapshot_id DESC LIMIT 1)""",
+    "domain_summary": """
+        SELECT s.snapshot_id, s.status, s.created_at, t.domain, COUNT(*) AS tasks,
+               COUNT(t.evolved_from) AS evolved, ROUND(COUNT(t.evolved_from) / COUNT(*), 3) AS evolved_fraction,
+               MEDIAN(v.kill_rate) AS median_kill_rate, ROUND(AVG(t.calls), 2) AS mean_calls,
+               MAX(t.depth) AS max_depth
+        FROM tasks t JOIN snapshots s USING (snapshot_id) JOIN verdicts v USING (snapshot_id, task_id)
+        GROUP BY ALL""",
+    "rejection_reasons": """
+        SELECT snapshot_id, domain, reason, COUNT(*) AS candidates
+        FROM rejections GROUP BY ALL""",
+    "evolution_lineage": """
+        WITH RECURSIVE lineage(snapshot_id, task_id, ancestor_id, operator, depth, hops) AS (
+            SELECT snapshot_id, task_id, evolved_from, operator, depth, 1 FROM tasks WHERE evolved_from IS NOT NULL
+            UNION ALL
+            SELECT l.snapshot_id, l.task_id, p.evolved_from, l.operator, l.depth, l.hops + 1
+            FROM lineage l JOIN tasks p ON p.snapshot_id = l.snapshot_id AND p.task_id = l.ancestor_id
+            WHERE p.evolved_from IS NOT NULL)
+        SELECT t.snapshot_id, t.task_id, t.evolved_from AS parent_id, t.operator, t.depth,
+               COALESCE((SELECT l.ancestor_id FROM lineage l WHERE l.snapshot_id = t.snapshot_id
+                         AND l.task_id = t.task_id ORDER BY l.hops DESC LIMIT 1), t.task_id) AS root_id
+        FROM tasks t""",
+}
+
+
+def ensure_schema(path: Path) -> None:
+    """Create missing tables through SQLModel, then (re)create the views with DuckDB."""
+    engine = create_engine(f"duckdb:///{path}")
+    try:
+        SQLModel.metadata.create_all(engine)
+    finally:
+        engine.dispose()
+    con = duckdb.connect(str(path))
+    try:
+        for name, sql in VIEWS.items():
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+    finally:
+        con.close()
