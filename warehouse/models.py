@@ -105,7 +105,8 @@ class Verdict(SQLModel, table=True):
 class Rejection(SQLModel, table=True):
     __tablename__ = "rejections"
     snapshot_id: str = Field(primary_key=True)
-    candidate_id: str = Field(primary_key=True)  # the candidate's content hash
+    candidate_id: str = Field(primary_key=True)  # <shard_id>-<position in shard>
+    content_hash: str
     domain: str
     shard_id: str
     reason: str

@@ -1,0 +1,216 @@
+"""Regenerate a ToolScale snapshot: plan shards, run them (resumably), dedup, gate, publish.
+
+Plain Python; ``flows/regenerate.py`` wires the same steps into Prefect. Shard results are files under
+``<work_dir>/<config_hash>/``: a rerun after a crash loads finished shards instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from domains.registry import DOMAIN_NAMES, TABLE5, get_engine, get_spec
+from synthesis.dedup import dedup
+from synthesis.generate import ShardConfig, generate_shard
+from toolscale.version import code_version
+from warehouse.quality import run_quality_suite
+from warehouse.writer import PublishResult, SnapshotBundle, publish
+
+DEFAULT_WAREHOUSE = "warehouse/toolscale.duckdb"
+TASKS_PER_BASE = 1.75  # accepted tasks per base candidate (measured); only sizes the first plan
+MAX_TOP_UPS = 6
+Progress = Callable[[str], None]
+
+
+def default_warehouse() -> str:
+    return os.environ.get("TOOLSCALE_WAREHOUSE", DEFAULT_WAREHOUSE)
+
+
+@dataclass
+class RegenerateConfig:
+    domains: list[str] = field(default_factory=lambda: list(DOMAIN_NAMES))
+    tasks_per_domain: int | None = None  # None: ToolScale's Table 5 count per domain
+    seed: int = 0
+    evolution_rounds: int = 2
+    kill_threshold: float = 0.9
+    near_dup_threshold: float = 0.9
+    base_per_shard: int = 48
+    warehouse: str = field(default_factory=default_warehouse)
+    work_dir: str = "work"
+
+    def requested(self) -> dict[str, int]:
+        unknown = [d for d in self.domains if d not in DOMAIN_NAMES]
+        if unknown:
+            raise ValueError(f"unknown domain(s) {', '.join(unknown)}; known: {', '.join(DOMAIN_NAMES)}")
+        return {d: self.tasks_per_domain if self.tasks_per_domain is not None else TABLE5[d][2]
+                for d in self.domains}
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the data (not where it is written)."""
+        ident = asdict(self)
+        for key in ("warehouse", "work_dir"):
+            ident.pop(key)
+        ident["domains"] = sorted(self.domains)
+        ident["code_version"] = code_version()
+        return ident
+
+    def config_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def shard_dir(self) -> Path:
+        return Path(self.work_dir) / self.config_hash() / "shards"
+
+    def shard(self, domain: str, index: int) -> ShardConfig:
+        return ShardConfig(domain, self.seed, index, self.base_per_shard, self.evolution_rounds,
+                           kill_threshold=self.kill_threshold)
+
+
+def initial_plan(cfg: RegenerateConfig) -> list[ShardConfig]:
+    plan = []
+    for domain, n in cfg.requested().items():
+        shards = max(1, math.ceil(n * 1.05 / (cfg.base_per_shard * TASKS_PER_BASE)))
+        plan += [cfg.shard(domain, i) for i in range(shards)]
+    return plan
+
+
+def shard_file(cfg: RegenerateConfig, shard: ShardConfig) -> Path:
+    return cfg.shard_dir() / f"{shard.shard_id}.json"
+
+
+def run_shard(cfg: RegenerateConfig, shard: ShardConfig) -> dict[str, Any]:
+    """Generate one shard, or load it if a previous run finished it. Written atomically (tmp + rename)."""
+    path = shard_file(cfg, shard)
+    if path.exists():
+        summary = json.loads(path.read_text())
+        return {**_shard_summary(summary), "resumed": True}
+    result = generate_shard(shard)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(result, ensure_ascii=False, default=str))
+    os.replace(tmp, path)
+    return {**_shard_summary(result), "resumed": False}
+
+
+def _shard_summary(result: dict[str, Any]) -> dict[str, Any]:
+    recs = result["records"]
+    return {"shard_id": result["shard_id"], "candidates": len(recs),
+            "accepted": sum(r["accepted"] for r in recs), "seconds": result["seconds"]}
+
+
+def load_records(cfg: RegenerateConfig, shards: Iterable[ShardConfig]) -> list[dict[str, Any]]:
+    """Every candidate of the given shards in canonical order (domain order, shard index, position)."""
+    order = {d: i for i, d in enumerate(DOMAIN_NAMES)}
+    records = []
+    for shard in sorted(shards, key=lambda s: (order[s.domain], s.shard)):
+        result = json.loads(shard_file(cfg, shard).read_text())
+        for i, rec in enumerate(result["records"]):
+            rec["candidate_id"] = f"{shard.shard_id}-{i:05d}"
+            records.append(rec)
+    return records
+
+
+def shortfall(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> dict[str, int]:
+    have = Counter(r["domain"] for r in records if r["accepted"])
+    return {d: n - have[d] for d, n in cfg.requested().items() if have[d] < n}
+
+
+def top_up_plan(cfg: RegenerateConfig, shards: list[ShardConfig], missing: dict[str, int]) -> list[ShardConfig]:
+    extra = []
+    for domain, n in missing.items():
+        next_index = max(s.shard for s in shards if s.domain == domain) + 1
+        count = max(1, math.ceil(n * 1.1 / (cfg.base_per_shard * TASKS_PER_BASE)))
+        extra += [cfg.shard(domain, next_index + i) for i in range(count)]
+    return extra
+
+
+def summarise(records: list[dict[str, Any]], dedup_counts: dict[str, int]) -> dict[str, Any]:
+    accepted = [r for r in records if r["accepted"]]
+    kills = [r["kill_rate"] for r in accepted]
+    return {
+        "tasks": len(accepted), "candidates": len(records),
+        "per_domain": dict(sorted(Counter(r["domain"] for r in accepted).items())),
+        "gold_errors": sum(not r["gold_valid"] for r in accepted),
+        "noop_passes": sum(not r["noop_fails"] for r in accepted),
+        "median_kill_rate": statistics.median(kills) if kills else None,
+        "evolved_fraction": round(sum(r["evolved_from"] is not None for r in accepted) / len(accepted), 4)
+        if accepted else 0.0,
+        "yield": round(len(accepted) / len(records), 4) if records else 0.0,
+        "rejection_reasons": dict(Counter(r["reason"] for r in records if not r["accepted"]).most_common()),
+        "operators": dict(Counter(r["operator"] for r in accepted if r["operator"]).most_common()),
+        "dedup": dedup_counts,
+    }
+
+
+def domain_rows(cfg: RegenerateConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    domains, tools = [], []
+    for name in cfg.domains:
+        spec, engine = get_spec(name), get_engine(name, cfg.seed)
+        domains.append({"domain": name, "spec_hash": spec.spec_hash, "db_seed": cfg.seed,
+                        "fingerprint": engine.fingerprint, "tables": len(spec.tables),
+                        "rows": sum(t.rows for t in spec.tables),
+                        "read_tools": sum(t.kind == "read" for t in spec.tools),
+                        "write_tools": sum(t.kind == "write" for t in spec.tools),
+                        "description": spec.description, "policy": spec.policy})
+        tools += [{"domain": name, "name": t.name, "kind": t.kind, "entity": t.entity,
+                   "description": t.description, "parameters_json": json.dumps(t.parameters, sort_keys=True)}
+                  for t in spec.tools]
+    return domains, tools
+
+
+def snapshot_id_for(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> str:
+    digest = hashlib.sha256(cfg.config_hash().encode())
+    for r in records:
+        if r["accepted"]:
+            digest.update(r["content_hash"].encode())
+    return f"ts-{digest.hexdigest()[:12]}"
+
+
+def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], seconds: float | None, progress: Progress = print,
+             deduped: tuple[list[dict[str, Any]], dict[str, int]] | None = None) -> tuple[PublishResult, dict[str, Any]]:
+    """Dedup all shards' candidates (unless given already deduped), build the snapshot, gate it, publish."""
+    if deduped is None:
+        records = load_records(cfg, shards)
+        counts = dedup(records, cfg.near_dup_threshold)
+    else:
+        records, counts = deduped
+    summary = summarise(records, counts)
+    domains, tools = domain_rows(cfg)
+    bundle = SnapshotBundle(
+        snapshot_id=snapshot_id_for(cfg, records), code_version=code_version(), config_hash=cfg.config_hash(),
+        config={**cfg.identity(), "tasks_per_domain": cfg.requested()}, requested=cfg.requested(),
+        records=records, domains=domains, tools=tools, summary=summary, seconds=seconds)
+    progress(f"publishing {bundle.snapshot_id}: {summary['tasks']} tasks from {summary['candidates']} candidates")
+    result = publish(cfg.warehouse, bundle, lambda con, sid, req: run_quality_suite(con, sid, req, cfg.kill_threshold))
+    return result, summary
+
+
+def regenerate(cfg: RegenerateConfig, progress: Progress = print,
+               run: Callable[[list[ShardConfig]], list[dict[str, Any]]] | None = None) -> tuple[PublishResult, dict[str, Any]]:
+    """The whole job. ``run`` executes a batch of shards (default: in this process, one after another)."""
+    started = time.perf_counter()
+    run = run or (lambda batch: [run_shard(cfg, s) for s in batch])
+    shards = initial_plan(cfg)
+    batch = shards
+    progress(f"config {cfg.config_hash()} (code {code_version()}): {len(batch)} shards for {sum(cfg.requested().values())} tasks")
+    for attempt in range(MAX_TOP_UPS + 1):
+        for s in run(batch):
+            how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
+            progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
+        records = load_records(cfg, shards)
+        counts = dedup(records, cfg.near_dup_threshold)
+        missing = shortfall(cfg, records)
+        if not missing or attempt == MAX_TOP_UPS:
+            break
+        batch = top_up_plan(cfg, shards, missing)
+        shards += batch
+        progress(f"short of the requested counts ({missing}); adding {len(batch)} shards")
+    return finalize(cfg, shards, round(time.perf_counter() - started, 2), progress, (records, counts))

@@ -1,0 +1,53 @@
+"""Read-only access to the warehouse: what data scientists, exports and the CLI use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+
+class WarehouseError(RuntimeError):
+    """The warehouse or a snapshot in it cannot be read as asked."""
+
+
+def connect_readonly(path: str | Path) -> duckdb.DuckDBPyConnection:
+    path = Path(path)
+    if not path.exists():
+        raise WarehouseError(f"no warehouse at {path}; run `toolscale regenerate` first or pass --warehouse")
+    return duckdb.connect(str(path), read_only=True)
+
+
+def resolve_snapshot(con: duckdb.DuckDBPyConnection, snapshot: str) -> str:
+    """A snapshot id, or ``latest`` for the latest published snapshot."""
+    if snapshot == "latest":
+        row = con.execute("SELECT snapshot_id FROM snapshots WHERE status = 'published' "
+                          "ORDER BY created_at DESC, snapshot_id DESC LIMIT 1").fetchone()
+        if row is None:
+            raise WarehouseError("the warehouse has no published snapshot yet")
+        return str(row[0])
+    row = con.execute("SELECT snapshot_id, status FROM snapshots WHERE snapshot_id = ?", [snapshot]).fetchone()
+    if row is None:
+        raise WarehouseError(f"no snapshot {snapshot!r} in the warehouse")
+    return str(row[0])
+
+
+def list_snapshots(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Every snapshot, newest first, with its headline figures."""
+    rows = con.execute(
+        "SELECT snapshot_id, parent_id, created_at, status, tasks, candidates, gold_errors, noop_passes,"
+        " median_kill_rate, evolved_fraction, yield_rate, seconds, code_version, config_hash, summary_json"
+        " FROM snapshots ORDER BY created_at DESC, snapshot_id DESC").fetchall()
+    out = []
+    for (sid, parent, created, status, tasks, candidates, gold_errors, noop, kill, evolved, yield_rate, seconds,
+         code, config_hash, summary) in rows:
+        s = json.loads(summary or "{}")
+        out.append({"snapshot_id": sid, "parent_id": parent, "created_at": str(created), "status": status,
+                    "tasks": tasks, "candidates": candidates, "per_domain": s.get("per_domain", {}),
+                    "gold_errors": gold_errors, "noop_passes": noop, "median_kill_rate": kill,
+                    "evolved_fraction": evolved, "yield": yield_rate, "seconds": seconds,
+                    "rejection_reasons": s.get("rejection_reasons", {}), "code_version": code,
+                    "config_hash": config_hash})
+    return out

@@ -1,0 +1,165 @@
+"""The single writer of the warehouse: builds a snapshot in a copy of the file and swaps it in atomically.
+
+Readers open the warehouse read-only and never see a partial snapshot: every change happens in
+``<file>.tmp-<pid>``, which replaces the file with one ``os.replace`` once the snapshot is complete and its
+quality suite has run. A lock file keeps writers to one at a time. A writer killed halfway leaves only a
+stale temporary file, removed by the next writer.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from warehouse.schema import ensure_schema
+
+
+@dataclass
+class SnapshotBundle:
+    """Everything one snapshot writes, already deduplicated and in canonical order."""
+
+    snapshot_id: str
+    code_version: str
+    config_hash: str
+    config: dict[str, Any]
+    requested: dict[str, int]
+    records: list[dict[str, Any]]
+    domains: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    summary: dict[str, Any] = field(default_factory=dict)
+    seconds: float | None = None
+
+
+@dataclass
+class PublishResult:
+    snapshot_id: str
+    status: str
+    quality: dict[str, Any]
+    already_existed: bool = False
+
+
+@contextmanager
+def writer_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def existing_status(path: Path, snapshot_id: str) -> str | None:
+    if not path.exists():
+        return None
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        if not con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'snapshots'").fetchone():
+            return None
+        row = con.execute("SELECT status FROM snapshots WHERE snapshot_id = ?", [snapshot_id]).fetchone()
+        return row[0] if row else None
+    finally:
+        con.close()
+
+
+def publish(path: str | Path, bundle: SnapshotBundle, quality_check: Any) -> PublishResult:
+    """Write ``bundle`` as a new snapshot; ``quality_check(con, snapshot_id, requested) -> dict`` decides
+    published vs failed. Idempotent: a snapshot id that is already published is left as it is."""
+    path = Path(path)
+    with writer_lock(path):
+        if existing_status(path, bundle.snapshot_id) == "published":
+            return PublishResult(bundle.snapshot_id, "published", {}, already_existed=True)
+        for stale in path.parent.glob(path.name + ".tmp-*"):
+            stale.unlink()
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        if path.exists():
+            shutil.copyfile(path, tmp)
+        ensure_schema(tmp)
+        con = duckdb.connect(str(tmp))
+        try:
+            parent = _latest_published(con)
+            _write_rows(con, bundle, parent)
+            quality = quality_check(con, bundle.snapshot_id, bundle.requested)
+            status = "published" if quality["success"] else "failed"
+            con.execute("UPDATE snapshots SET status = ?, quality_json = ? WHERE snapshot_id = ?",
+                        [status, json.dumps(quality, default=str), bundle.snapshot_id])
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        return PublishResult(bundle.snapshot_id, status, quality)
+
+
+def _latest_published(con: duckdb.DuckDBPyConnection) -> str | None:
+    row = con.execute("SELECT snapshot_id FROM snapshots WHERE status = 'published' "
+                      "ORDER BY created_at DESC, snapshot_id DESC LIMIT 1").fetchone()
+    return row[0] if row else None
+
+
+def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: str | None) -> None:
+    sid = bundle.snapshot_id
+    accepted = [r for r in bundle.records if r["accepted"]]
+    rejected = [r for r in bundle.records if not r["accepted"]]
+    con.execute("BEGIN")
+    for table in ("gold_calls", "verdicts", "tasks", "rejections", "tools", "domains", "snapshots"):
+        con.execute(f"DELETE FROM {table} WHERE snapshot_id = ?", [sid])  # a failed earlier attempt
+    s = bundle.summary
+    con.execute(
+        "INSERT INTO snapshots (snapshot_id, parent_id, created_at, code_version, config_hash, config_json, status,"
+        " tasks, candidates, rejected, gold_errors, noop_passes, median_kill_rate, evolved_fraction, yield_rate,"
+        " seconds, summary_json) VALUES (?, ?, ?, ?, ?, ?, 'building', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [sid, parent, datetime.now(timezone.utc).replace(tzinfo=None), bundle.code_version, bundle.config_hash,
+         json.dumps(bundle.config, sort_keys=True), len(accepted), len(bundle.records), len(rejected),
+         s.get("gold_errors", 0), s.get("noop_passes", 0), s.get("median_kill_rate"), s.get("evolved_fraction"),
+         s.get("yield"), bundle.seconds, json.dumps(s, sort_keys=True, default=str)])
+    _insert(con, "domains", [{"snapshot_id": sid, **d} for d in bundle.domains])
+    _insert(con, "tools", [{"snapshot_id": sid, **t} for t in bundle.tools])
+    _insert(con, "tasks", [{
+        "snapshot_id": sid, "task_id": r["task_id"], "content_hash": r["content_hash"], "domain": r["domain"],
+        "seed": r["seed"], "shard_id": r["shard_id"], "kinds": "+".join(r["kinds"]), "instruction": r["instruction"],
+        "communicate_info_json": json.dumps(r["communicate_info"], ensure_ascii=False),
+        "evolved_from": r["evolved_from"], "operator": r["operator"], "depth": r["depth"], "calls": r["calls"],
+        "distinct_tools": r["distinct_tools"], "write_calls": r["write_calls"],
+        "tau2_json": json.dumps(r["tau2"], ensure_ascii=False, default=str)} for r in accepted])
+    _insert(con, "gold_calls", [{
+        "snapshot_id": sid, "task_id": r["task_id"], "position": i, "name": c["name"],
+        "arguments_json": json.dumps(c["arguments"], ensure_ascii=False, sort_keys=True, default=str)}
+        for r in accepted for i, c in enumerate(r["gold_calls"])])
+    _insert(con, "verdicts", [{
+        "snapshot_id": sid, "task_id": r["task_id"], "gold_valid": r["gold_valid"], "gold_reason": r["gold_reason"],
+        "noop_fails": r["noop_fails"], "noop_reason": r["noop_reason"], "mutants": r["mutants"],
+        "mutants_killed": r["mutants_killed"], "kill_rate": r["kill_rate"],
+        "survivors_json": json.dumps(r["survivors"], ensure_ascii=False)} for r in accepted])
+    _insert(con, "rejections", [{
+        "snapshot_id": sid, "candidate_id": r["candidate_id"], "domain": r["domain"], "shard_id": r["shard_id"],
+        "content_hash": r["content_hash"], "reason": r["reason"], "detail": r["reason_detail"], "kinds": "+".join(r["kinds"]),
+        "operator": r["operator"], "depth": r["depth"], "instruction": r["instruction"],
+        "gold_json": json.dumps(r["gold_calls"], ensure_ascii=False, default=str),
+        "kill_rate": r["kill_rate"]} for r in rejected])
+    con.execute("COMMIT")
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:
+    """Bulk insert through a DataFrame (DuckDB's own scan, far faster than row inserts)."""
+    if not rows:
+        return
+    frame = pd.DataFrame(rows)
+    con.register("_incoming", frame)
+    try:
+        cols = ", ".join(frame.columns)
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _incoming")
+    finally:
+        con.unregister("_incoming")
