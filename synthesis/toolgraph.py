@@ -9,7 +9,7 @@ otherwise from the parameter's enum, examples or numeric range.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -20,6 +20,8 @@ from domains.spec import Tool
 @dataclass
 class ToolGraph:
     engine: DomainEngine
+    _pools: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
+    _rows: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = field(default_factory=dict)
 
     @property
     def spec(self):  # noqa: ANN201 - DomainSpec
@@ -65,15 +67,33 @@ class ToolGraph:
         return None
 
     def column_pool(self, db: Database, entity: str, column: str) -> list[Any]:
-        """Current values of a column named ``column``: its key table, the entity, then any table."""
+        """Seeded values of a column named ``column``: its key table, the entity, then any table.
+
+        Pools come from the seeded state and are cached: sampling only proposes values, the engine decides
+        on the live state whether a call with them succeeds."""
+        key = (entity, column)
+        if key not in self._pools:
+            self._pools[key] = self._read_pool(entity, column)
+        return self._pools[key]
+
+    def anchor_rows(self, table: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        if table not in self._rows:
+            t = self.spec.table(table)
+            with self.engine.fresh() as db:
+                self._rows[table] = ([c.name for c in t.columns],
+                                     db.query(f"SELECT * FROM {t.name} ORDER BY {t.primary_key}"))
+        return self._rows[table]
+
+    def _read_pool(self, entity: str, column: str) -> list[Any]:
         spec = self.spec
         owner = spec.primary_keys.get(column)
         order = [owner] if owner else [entity] + [t.name for t in spec.tables if t.name != entity]
         for table in order:
             t = spec.table(table)
             if t.column(column) is not None:
-                return [r[0] for r in db.query(f"SELECT {column} FROM {t.name} WHERE {column} IS NOT NULL "
-                                               f"ORDER BY {t.primary_key}")]
+                with self.engine.fresh() as db:
+                    return [r[0] for r in db.query(f"SELECT {column} FROM {t.name} WHERE {column} IS NOT NULL "
+                                                   f"ORDER BY {t.primary_key}")]
         return []
 
     def sample_value(self, db: Database, tool: Tool, param: str, rng: random.Random,
@@ -108,10 +128,8 @@ class ToolGraph:
         fixed = fixed or {}
         anchor = None
         if rng.random() < 0.5:
-            table = self.spec.table(tool.entity)
-            rows = db.query(f"SELECT * FROM {table.name} ORDER BY {table.primary_key}")
+            names, rows = self.anchor_rows(tool.entity)
             if rows:
-                names = [c.name for c in table.columns]
                 anchor = dict(zip(names, rng.choice(rows)))
         args: dict[str, Any] = {}
         for param in tool.param_names:

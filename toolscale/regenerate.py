@@ -43,9 +43,10 @@ class RegenerateConfig:
     evolution_rounds: int = 2
     kill_threshold: float = 0.9
     near_dup_threshold: float = 0.9
-    base_per_shard: int = 48
+    base_per_shard: int = 24
     warehouse: str = field(default_factory=default_warehouse)
     work_dir: str = "work"
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # processes for shards (local runs)
 
     def requested(self) -> dict[str, int]:
         unknown = [d for d in self.domains if d not in DOMAIN_NAMES]
@@ -57,7 +58,7 @@ class RegenerateConfig:
     def identity(self) -> dict[str, Any]:
         """What decides the data (not where it is written)."""
         ident = asdict(self)
-        for key in ("warehouse", "work_dir"):
+        for key in ("warehouse", "work_dir", "workers"):
             ident.pop(key)
         ident["domains"] = sorted(self.domains)
         ident["code_version"] = code_version()
@@ -77,7 +78,7 @@ class RegenerateConfig:
 def initial_plan(cfg: RegenerateConfig) -> list[ShardConfig]:
     plan = []
     for domain, n in cfg.requested().items():
-        shards = max(1, math.ceil(n * 1.05 / (cfg.base_per_shard * TASKS_PER_BASE)))
+        shards = max(1, math.ceil(n / (cfg.base_per_shard * TASKS_PER_BASE)))
         plan += [cfg.shard(domain, i) for i in range(shards)]
     return plan
 
@@ -104,6 +105,16 @@ def _shard_summary(result: dict[str, Any]) -> dict[str, Any]:
     recs = result["records"]
     return {"shard_id": result["shard_id"], "candidates": len(recs),
             "accepted": sum(r["accepted"] for r in recs), "seconds": result["seconds"]}
+
+
+def run_local(cfg: RegenerateConfig, batch: list[ShardConfig]) -> list[dict[str, Any]]:
+    """Run shards in this process, or in a pool of ``cfg.workers`` processes (the work is CPU-bound Python)."""
+    if cfg.workers <= 1 or len(batch) <= 1:
+        return [run_shard(cfg, s) for s in batch]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(cfg.workers, len(batch))) as pool:
+        return list(pool.map(run_shard, [cfg] * len(batch), batch))
 
 
 def load_records(cfg: RegenerateConfig, shards: Iterable[ShardConfig]) -> list[dict[str, Any]]:
@@ -174,22 +185,36 @@ def snapshot_id_for(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> str
     return f"ts-{digest.hexdigest()[:12]}"
 
 
-def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], seconds: float | None, progress: Progress = print,
-             deduped: tuple[list[dict[str, Any]], dict[str, int]] | None = None) -> tuple[PublishResult, dict[str, Any]]:
-    """Dedup all shards' candidates (unless given already deduped), build the snapshot, gate it, publish."""
+def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, progress: Progress = print,
+             deduped: tuple[list[dict[str, Any]], dict[str, int]] | None = None,
+             timings: dict[str, float] | None = None) -> tuple[PublishResult, dict[str, Any]]:
+    """Dedup all shards' candidates (unless given already deduped), build the snapshot, gate it, publish.
+    ``started`` is the job's ``time.perf_counter()`` start, for the recorded wall time."""
+    timings = dict(timings or {})
     if deduped is None:
         records = load_records(cfg, shards)
         counts = dedup(records, cfg.near_dup_threshold)
     else:
         records, counts = deduped
     summary = summarise(records, counts)
+    summary["shards"] = len(shards)
     domains, tools = domain_rows(cfg)
     bundle = SnapshotBundle(
         snapshot_id=snapshot_id_for(cfg, records), code_version=code_version(), config_hash=cfg.config_hash(),
         config={**cfg.identity(), "tasks_per_domain": cfg.requested()}, requested=cfg.requested(),
-        records=records, domains=domains, tools=tools, summary=summary, seconds=seconds)
+        records=records, domains=domains, tools=tools, summary=summary)
     progress(f"publishing {bundle.snapshot_id}: {summary['tasks']} tasks from {summary['candidates']} candidates")
+    tick = time.perf_counter()
+    # the recorded wall time covers everything but the final write, which it is part of
+    bundle.seconds = round(time.perf_counter() - started, 2)
+    timings["publish_s"] = 0.0
+    summary["timings"] = timings
     result = publish(cfg.warehouse, bundle, lambda con, sid, req: run_quality_suite(con, sid, req, cfg.kill_threshold))
+    timings["publish_s"] = round(time.perf_counter() - tick, 2)
+    summary["timings"] = {k: round(v, 2) for k, v in timings.items()}
+    summary["seconds"] = round(time.perf_counter() - started, 2)
+    progress(f"{result.status} {result.snapshot_id} in {summary['seconds']}s "
+             f"({', '.join(f'{k} {v}' for k, v in summary['timings'].items())})")
     return result, summary
 
 
@@ -197,20 +222,25 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
                run: Callable[[list[ShardConfig]], list[dict[str, Any]]] | None = None) -> tuple[PublishResult, dict[str, Any]]:
     """The whole job. ``run`` executes a batch of shards (default: in this process, one after another)."""
     started = time.perf_counter()
-    run = run or (lambda batch: [run_shard(cfg, s) for s in batch])
+    timings = {"shards_s": 0.0, "dedup_s": 0.0}
+    run = run or (lambda batch: run_local(cfg, batch))
     shards = initial_plan(cfg)
     batch = shards
     progress(f"config {cfg.config_hash()} (code {code_version()}): {len(batch)} shards for {sum(cfg.requested().values())} tasks")
     for attempt in range(MAX_TOP_UPS + 1):
+        tick = time.perf_counter()
         for s in run(batch):
             how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
             progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
+        timings["shards_s"] += time.perf_counter() - tick
+        tick = time.perf_counter()
         records = load_records(cfg, shards)
         counts = dedup(records, cfg.near_dup_threshold)
+        timings["dedup_s"] += time.perf_counter() - tick
         missing = shortfall(cfg, records)
         if not missing or attempt == MAX_TOP_UPS:
             break
         batch = top_up_plan(cfg, shards, missing)
         shards += batch
         progress(f"short of the requested counts ({missing}); adding {len(batch)} shards")
-    return finalize(cfg, shards, round(time.perf_counter() - started, 2), progress, (records, counts))
+    return finalize(cfg, shards, started, progress, (records, counts), timings)

@@ -1,13 +1,14 @@
 """The warehouse schema, defined once as SQLModel models (DDL is generated from these).
 
-Keys are explicit (content hashes, snapshot-scoped ids): DuckDB has no SERIAL. JSON payloads are stored as
-JSON text columns so readers can use DuckDB's JSON functions.
+Keys are explicit (content hashes, snapshot-scoped ids): DuckDB has no SERIAL. Floats are DOUBLE (SQLModel would
+make them 4-byte REAL, and 0.9 would read back as 0.8999...). JSON payloads are stored as JSON text columns so readers can use DuckDB's JSON functions.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import Double
 from sqlmodel import Field, SQLModel
 
 
@@ -25,10 +26,10 @@ class Snapshot(SQLModel, table=True):
     rejected: int = 0
     gold_errors: int = 0
     noop_passes: int = 0
-    median_kill_rate: float | None = None
-    evolved_fraction: float | None = None
-    yield_rate: float | None = None
-    seconds: float | None = None
+    median_kill_rate: float | None = Field(default=None, sa_type=Double)
+    evolved_fraction: float | None = Field(default=None, sa_type=Double)
+    yield_rate: float | None = Field(default=None, sa_type=Double)
+    seconds: float | None = Field(default=None, sa_type=Double)
     summary_json: str | None = None
     quality_json: str | None = None
 
@@ -98,7 +99,7 @@ class Verdict(SQLModel, table=True):
     noop_reason: str
     mutants: int
     mutants_killed: int
-    kill_rate: float
+    kill_rate: float = Field(sa_type=Double)
     survivors_json: str
 
 
@@ -116,4 +117,4 @@ class Rejection(SQLModel, table=True):
     depth: int = 0
     instruction: str
     gold_json: str
-    kill_rate: float | None = None
+    kill_rate: float | None = Field(default=None, sa_type=Double)
