@@ -13,7 +13,7 @@ import os
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,14 +107,16 @@ def _shard_summary(result: dict[str, Any]) -> dict[str, Any]:
             "accepted": sum(r["accepted"] for r in recs), "seconds": result["seconds"]}
 
 
-def run_local(cfg: RegenerateConfig, batch: list[ShardConfig]) -> list[dict[str, Any]]:
-    """Run shards in this process, or in a pool of ``cfg.workers`` processes (the work is CPU-bound Python)."""
+def run_local(cfg: RegenerateConfig, batch: list[ShardConfig]) -> Iterator[dict[str, Any]]:
+    """Run shards in this process, or in a pool of ``cfg.workers`` processes (the work is CPU-bound Python);
+    yields each shard's summary as soon as it is done."""
     if cfg.workers <= 1 or len(batch) <= 1:
-        return [run_shard(cfg, s) for s in batch]
-    from concurrent.futures import ProcessPoolExecutor
+        yield from (run_shard(cfg, s) for s in batch)
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(max_workers=min(cfg.workers, len(batch))) as pool:
-        return list(pool.map(run_shard, [cfg] * len(batch), batch))
+        yield from (f.result() for f in as_completed([pool.submit(run_shard, cfg, s) for s in batch]))
 
 
 def load_records(cfg: RegenerateConfig, shards: Iterable[ShardConfig]) -> list[dict[str, Any]]:
@@ -219,8 +221,8 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
 
 
 def regenerate(cfg: RegenerateConfig, progress: Progress = print,
-               run: Callable[[list[ShardConfig]], list[dict[str, Any]]] | None = None) -> tuple[PublishResult, dict[str, Any]]:
-    """The whole job. ``run`` executes a batch of shards (default: in this process, one after another)."""
+               run: Callable[[list[ShardConfig]], Iterable[dict[str, Any]]] | None = None) -> tuple[PublishResult, dict[str, Any]]:
+    """The whole job. ``run`` executes a batch of shards and yields their summaries (default: ``run_local``)."""
     started = time.perf_counter()
     timings = {"shards_s": 0.0, "dedup_s": 0.0}
     run = run or (lambda batch: run_local(cfg, batch))
