@@ -1,0 +1,202 @@
+"""Prefect flow ``regenerate-toolscale``: the plain job in ``toolscale.regenerate``, with shards as Prefect tasks.
+
+Run it once from Python (the CLI does the same)::
+
+    from flows.regenerate import run_regenerate
+    run_regenerate(domains=["weather"], tasks_per_domain=20, task_runner="dask")
+
+or as a deployment (``prefect.yaml``: ``weekly`` on a cron schedule, ``smoke`` for quick checks)::
+
+    prefect work-pool create toolscale-process --type process
+    prefect --no-prompt deploy --name smoke
+    prefect worker start --pool toolscale-process
+    prefect deployment run 'regenerate-toolscale/smoke' --watch
+
+How the task runner is chosen: by the ``task_runner`` parameter, inside the flow body. A decorator's task
+runner is fixed when the module is imported, and a deployment can only pass parameters, so the flow itself
+builds the runner the parameter names (``make_task_runner``), starts it for the length of the run, and
+submits every shard of every batch through it. One mechanism serves the CLI, a deployment and a test alike;
+``run_regenerate`` only checks the parameter before a flow run is created. The decorator's own runner
+(threads) is never used for shards.
+
+- ``threads`` (the flow's default): a thread pool in the flow-run process (shards are GIL-bound Python plus
+  SQLite, so this mostly overlaps SQLite work; fine for one domain or a smoke run).
+- ``processes`` (the CLI's default): Prefect's process pool, one process per core on this machine.
+- ``dask``: a temporary ``distributed.LocalCluster`` with one process per core, torn down after the run.
+- ``dask:<scheduler address>``: an existing Dask cluster, e.g. ``dask:tcp://10.0.0.5:8786``. Its workers
+  need this project installed (``pip install -e .``) and must see ``work_dir`` (shard files are written
+  by the workers and read by the flow), so on more than one machine ``work_dir`` is a shared path.
+
+With Dask, run against a Prefect server (``PREFECT_API_URL`` set, as under a worker): without one, every Dask
+worker process starts a temporary server of its own and its task runs are recorded there, not with the flow.
+A shard task refuses to run when its worker's code version differs from the flow's (its shard file would land
+under another config hash).
+
+Shard tasks take the config and the shard (plain dataclasses), never connections, and have no Prefect
+cache: ``run_shard`` resumes from its own shard files, keyed by the config hash and code version.
+Dedup, the quality gate and the single warehouse write run in the flow process (one writer).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NONE
+from prefect.futures import wait
+from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
+
+from synthesis.generate import ShardConfig
+from toolscale.regenerate import RegenerateConfig, default_warehouse, regenerate, run_shard
+from toolscale.version import code_version
+from warehouse.writer import PublishResult
+
+ARTIFACT_KEY = "toolscale-snapshot"
+TASK_RUNNERS = ("processes", "threads", "dask", "dask:<scheduler address>")
+
+
+@task(name="shard", task_run_name="{shard.shard_id}", cache_policy=NONE, persist_result=False)
+def shard_task(cfg: RegenerateConfig, shard: ShardConfig, flow_code_version: str) -> dict[str, Any]:
+    """Generate (or resume) one shard; returns its small summary, the records stay in the shard file."""
+    if code_version() != flow_code_version:
+        # shard files live under the config hash, which includes the code version: they would be lost
+        raise RuntimeError(f"this worker runs code {code_version()} but the flow runs {flow_code_version}; "
+                           "run workers from the same checkout as the flow")
+    return run_shard(cfg, shard)
+
+
+def make_task_runner(spec: str) -> TaskRunner[Any]:
+    """``processes`` | ``threads`` | ``dask`` | ``dask:<scheduler address>`` -> an unstarted task runner."""
+    if spec == "processes":
+        # one process per core in the flow-run's machine: the shard work holds the GIL
+        return ProcessPoolTaskRunner(max_workers=os.cpu_count() or 1)
+    if spec == "threads":
+        # bounded: shards are mostly GIL-bound Python, more threads than cores only add memory
+        return ThreadPoolTaskRunner(max_workers=min(32, (os.cpu_count() or 1) + 4))
+    if spec == "dask" or spec.startswith("dask:"):
+        from prefect_dask import DaskTaskRunner
+
+        address = spec.partition(":")[2]
+        if address:
+            return DaskTaskRunner(address=address)
+        # one single-threaded worker process per core: the shard work holds the GIL
+        return DaskTaskRunner(cluster_kwargs={"n_workers": os.cpu_count() or 1, "threads_per_worker": 1,
+                                              "dashboard_address": ":0"})
+    raise ValueError(f"unknown task_runner {spec!r}; use one of: {', '.join(TASK_RUNNERS)}")
+
+
+def _submittable_shard_task() -> Any:
+    # A deployment loads this file under a made-up module name; Dask workers unpickle the task by module
+    # path, so submit the copy that lives at the importable name.
+    from flows import regenerate as importable
+
+    return importable.shard_task
+
+
+class _ShardDispatcher:
+    """``run(batch)`` for ``regenerate``: submit each shard as a task, wait for all, keep timings."""
+
+    def __init__(self, runner: TaskRunner[Any], cfg: RegenerateConfig) -> None:
+        self.runner, self.cfg, self.task = runner, cfg, _submittable_shard_task()
+        self.summaries: list[dict[str, Any]] = []
+        self.seconds = 0.0
+
+    def __call__(self, batch: list[ShardConfig]) -> list[dict[str, Any]]:
+        started = time.perf_counter()
+        futures = [self.runner.submit(self.task, {"cfg": self.cfg, "shard": shard,
+                                                  "flow_code_version": code_version()}) for shard in batch]
+        wait(futures)  # every shard that can finish writes its file before a failure is raised
+        summaries = [f.result() for f in futures]
+        self.seconds += time.perf_counter() - started
+        self.summaries += summaries
+        return summaries
+
+
+@flow(name="regenerate-toolscale", log_prints=True)
+def regenerate_flow(
+    domains: list[str] | None = None,
+    tasks_per_domain: int | None = None,
+    seed: int = 0,
+    evolution_rounds: int = 2,
+    kill_threshold: float = 0.9,
+    near_dup_threshold: float = 0.9,
+    warehouse: str | None = None,
+    work_dir: str = "work",
+    task_runner: str = "threads",
+) -> dict[str, Any]:
+    """Regenerate a ToolScale snapshot into the DuckDB ``warehouse`` and publish it if its quality suite passes.
+
+    ``domains``: default all ten; ``tasks_per_domain``: default ToolScale's Table 5 counts; ``warehouse``:
+    default ``$TOOLSCALE_WAREHOUSE`` or ``warehouse/toolscale.duckdb``; ``task_runner``: ``threads``,
+    ``dask`` or ``dask:<scheduler address>``.
+    """
+    logger = get_run_logger()
+    started = time.perf_counter()
+    cfg = RegenerateConfig(tasks_per_domain=tasks_per_domain, seed=seed, evolution_rounds=evolution_rounds,
+                           kill_threshold=kill_threshold, near_dup_threshold=near_dup_threshold,
+                           warehouse=warehouse or default_warehouse(), work_dir=work_dir)
+    if domains:
+        cfg.domains = list(domains)
+    cfg.requested()  # unknown domains fail here, before any runner starts
+    with make_task_runner(task_runner) as runner:
+        dispatch = _ShardDispatcher(runner, cfg)
+        result, summary = regenerate(cfg, progress=logger.info, run=dispatch)
+    seconds = round(time.perf_counter() - started, 2)
+    timings = {"total_s": seconds, "shards_s": round(dispatch.seconds, 2), **summary.get("timings", {}),
+               "shard_compute_s": round(sum(s["seconds"] for s in dispatch.summaries if not s["resumed"]), 2)}
+    create_markdown_artifact(markdown=snapshot_markdown(cfg, task_runner, result, summary, dispatch.summaries,
+                                                        timings),
+                             key=ARTIFACT_KEY, description=f"ToolScale snapshot {result.snapshot_id}: {result.status}")
+    logger.info(f"snapshot {result.snapshot_id} {result.status}: {summary['tasks']} tasks in {seconds}s")
+    return {"snapshot_id": result.snapshot_id, "status": result.status, "tasks": summary["tasks"],
+            "seconds": seconds}
+
+
+def run_regenerate(**params: Any) -> dict[str, Any]:
+    """Run ``regenerate-toolscale`` once in this process with ``regenerate_flow``'s parameters."""
+    make_task_runner(params.get("task_runner", "threads"))  # a bad spec fails before a flow run exists
+    return regenerate_flow(**params)
+
+
+def snapshot_markdown(cfg: RegenerateConfig, task_runner: str, result: PublishResult, summary: dict[str, Any],
+                      shards: list[dict[str, Any]], timings: dict[str, float]) -> str:
+    """The artifact: what a reviewer checks before training on the snapshot."""
+    kill = summary["median_kill_rate"]
+    requested = cfg.requested()
+    lines = [
+        f"# ToolScale snapshot `{result.snapshot_id}`",
+        "",
+        f"- **status:** {result.status}" + (" (published earlier; left as it was)" if result.already_existed else ""),
+        f"- **warehouse:** `{cfg.warehouse}`; **config** `{cfg.config_hash()}`; **task runner** `{task_runner}`",
+        "",
+        "| domain | requested | accepted tasks |",
+        "|---|---:|---:|",
+        *(f"| {d} | {requested[d]} | {summary['per_domain'].get(d, 0)} |" for d in cfg.domains),
+        f"| **total** | {sum(requested.values())} | {summary['tasks']} |",
+        "",
+        "| check | value |",
+        "|---|---:|",
+        f"| gold errors | {summary['gold_errors']} |",
+        f"| no-op passes | {summary['noop_passes']} |",
+        f"| median kill rate | {'n/a' if kill is None else f'{kill:.3f}'} |",
+        f"| evolved fraction | {summary['evolved_fraction']:.3f} |",
+        f"| yield (accepted / candidates) | {summary['yield']:.3f} "
+        f"({summary['tasks']} / {summary['candidates']}) |",
+        "",
+        "**Rejection reasons:** " + (", ".join(f"{reason} {n}" for reason, n in summary["rejection_reasons"].items())
+                                     or "none"),
+        "",
+        f"**Shards:** {len(shards)} run, {sum(s['resumed'] for s in shards)} of them resumed from their files",
+        "",
+        "**Timings:** " + ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {value:.1f}s"
+                                    for name, value in timings.items()),
+    ]
+    if result.quality:
+        lines.insert(4, f"- **quality suite:** {result.quality.get('evaluated', 0)} expectations evaluated, "
+                        f"{len(result.quality.get('failures', []))} failed")
+    if result.quality.get("failures"):
+        lines += ["", "**Failed expectations:**", *(f"- `{f}`" for f in result.quality["failures"])]
+    return "\n".join(lines) + "\n"
