@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from prefect import flow, get_run_logger, task
@@ -86,6 +88,26 @@ def make_task_runner(spec: str) -> TaskRunner[Any]:
         return DaskTaskRunner(cluster_kwargs={"n_workers": os.cpu_count() or 1, "threads_per_worker": 1,
                                               "dashboard_address": ":0"})
     raise ValueError(f"unknown task_runner {spec!r}; use one of: {', '.join(TASK_RUNNERS)}")
+
+
+@contextmanager
+def _api_url_for_children() -> Iterator[None]:
+    """Point worker processes (process pool, local Dask cluster) at this flow's Prefect API.
+
+    Without a configured server the flow talks to a temporary one; child processes started with no
+    ``PREFECT_API_URL`` would each start a temporary server of their own (seconds each) and record their
+    task runs there instead of with the flow."""
+    if os.environ.get("PREFECT_API_URL"):
+        yield
+        return
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        os.environ["PREFECT_API_URL"] = str(client.api_url).rstrip("/")
+    try:
+        yield
+    finally:
+        os.environ.pop("PREFECT_API_URL", None)
 
 
 def _submittable_shard_task() -> Any:
@@ -141,7 +163,7 @@ def regenerate_flow(
     if domains:
         cfg.domains = list(domains)
     cfg.requested()  # unknown domains fail here, before any runner starts
-    with make_task_runner(task_runner) as runner:
+    with _api_url_for_children(), make_task_runner(task_runner) as runner:
         dispatch = _ShardDispatcher(runner, cfg)
         result, summary = regenerate(cfg, progress=logger.info, run=dispatch)
     seconds = round(time.perf_counter() - started, 2)

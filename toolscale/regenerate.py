@@ -11,6 +11,7 @@ import json
 import math
 import os
 import statistics
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from domains.registry import DOMAIN_NAMES, TABLE5, get_engine, get_spec
-from synthesis.dedup import dedup
+from synthesis.dedup import dedup, minilm
 from synthesis.generate import ShardConfig, generate_shard
 from toolscale.version import code_version
 from warehouse.quality import run_quality_suite
@@ -226,6 +227,8 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     started = time.perf_counter()
     timings = {"shards_s": 0.0, "dedup_s": 0.0}
     run = run or (lambda batch: run_local(cfg, batch))
+    if cfg.workers > 1:  # load the embedding model while the shards run elsewhere; dedup needs it at the end
+        threading.Thread(target=minilm, name="warm-minilm", daemon=True).start()
     shards = initial_plan(cfg)
     batch = shards
     progress(f"config {cfg.config_hash()} (code {code_version()}): {len(batch)} shards for {sum(cfg.requested().values())} tasks")

@@ -8,15 +8,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_VERSION = "0.1.0"
-SOURCE_DIRS = ("domains", "synthesis", "verifiers", "warehouse", "toolscale")
+SOURCE_PATHS = ("domains", "synthesis", "verifiers", "warehouse/quality.py", "toolscale/regenerate.py")
 
 
 @cache
 def code_version() -> str:
-    """``0.1.0+<12 hex>``: changes whenever a .py or domain spec under the data-shaping packages changes."""
+    """``0.1.0+<12 hex>``: changes whenever code or a domain spec that shapes the data (sampling, verification,
+    the quality gate, the job itself) changes; the CLI, flows and exports do not count."""
     h = hashlib.sha256()
-    for folder in SOURCE_DIRS:
-        for path in sorted((ROOT / folder).rglob("*")):
+    for name in SOURCE_PATHS:
+        target = ROOT / name
+        for path in sorted(target.rglob("*") if target.is_dir() else [target]):
             if path.suffix in (".py", ".yaml", ".json") and "__pycache__" not in path.parts:
                 h.update(str(path.relative_to(ROOT)).encode())
                 h.update(path.read_bytes())
