@@ -200,6 +200,15 @@ class Database:
             return ToolResult(True, output=output, writes=frozenset(writes))
         return ToolResult(True, output=output, reads=frozenset(reads | _arg_keys(self.engine, params)))
 
+    def dry_run(self, name: str, arguments: Any) -> ToolResult:
+        """What ``call`` would return now, with every change rolled back afterwards."""
+        self.conn.execute("SAVEPOINT dry_run")
+        try:
+            return self.call(name, arguments)
+        finally:
+            self.conn.execute("ROLLBACK TO dry_run")
+            self.conn.execute("RELEASE dry_run")
+
     def _undo(self) -> None:
         self.conn.execute("ROLLBACK TO call")
         self.conn.execute("RELEASE call")
@@ -332,6 +341,10 @@ def _seed_rows(table: Table, done: dict[str, list[dict[str, Any]]], seed: int,
                 v = None if parent is None else parent[recipe["column"]]
             elif formula is not None:
                 v = formula(r, rng)
+                for _ in range(50):  # a formula that draws (randint, choice) may be drawn again
+                    if not col.unique or v not in seen:
+                        break
+                    v = formula(r, rng)
             else:
                 v = draw(recipe, rng)
                 for attempt in range(50):

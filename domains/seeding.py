@@ -84,7 +84,8 @@ def _date_of(value: str) -> str:
 
 _SAFE_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call, ast.Compare,
                ast.IfExp, ast.BoolOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod, ast.FloorDiv, ast.USub,
-               ast.UAdd, ast.Not, ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+               ast.UAdd, ast.Not, ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
+               ast.In, ast.NotIn, ast.Tuple, ast.List)
 FORMULA_FUNCS = {"round", "min", "max", "abs", "int", "float", "str", "lower", "upper", "date_add",
                  "datetime_add", "date_of", "randint", "uniform", "choice"}
 

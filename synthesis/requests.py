@@ -179,6 +179,21 @@ def _reportable_column(graph: ToolGraph, table: str, row: dict[str, Any] | None,
     return rng.choice(names) if names else None
 
 
+def _plausible_arguments(graph: ToolGraph, db: Database, tool: Tool, rng: random.Random,
+                         fixed: dict[str, Any]) -> dict[str, Any]:
+    """Arguments for the branch not taken: ones that would succeed on the current state (a dry run), so
+    both branches read as sensible requests."""
+    fallback = None
+    for _ in range(TRIES):
+        args = graph.sample_arguments(db, tool, rng, fixed)
+        if args is None:
+            break
+        fallback = fallback or args
+        if db.dry_run(tool.name, args).ok:
+            return args
+    return fallback or dict(fixed)
+
+
 def conditional(graph: ToolGraph, db: Database, rng: random.Random) -> Request | None:
     """'If <row>'s <column> is <value>, do A; otherwise do B', with the branch computed from the data."""
     options = [(w, kp) for w in graph.writes if (kp := graph.key_param(w)) and kp[1] in graph.getters]
@@ -205,12 +220,14 @@ def conditional(graph: ToolGraph, db: Database, rng: random.Random) -> Request |
         others = [v for v in col.enum if v != actual]  # type: ignore[union-attr]
         asked = actual if (rng.random() < 0.5 or not others) else rng.choice(others)
         chosen = write_a if asked == actual else write_b
+        other = write_b if chosen is write_a else write_a
+        other_args = _plausible_arguments(graph, db, other, rng, {param: key})
         hit = _try_write(graph, db, chosen, rng, {param: key})
         if hit is None:
             continue
         args, result = hit
-        other = write_b if chosen is write_a else write_a
-        other_args = graph.sample_arguments(db, other, rng, {param: key}) or {param: key}
+        if other is chosen and other_args == args:
+            continue
         branch_taken = clause_for(graph, chosen, args, rng)
         branch_other = clause_for(graph, other, other_args, rng)
         noun_key = f"{t.noun} {key}"
