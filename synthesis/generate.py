@@ -85,29 +85,24 @@ def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
     rng = random.Random(f"{cfg.seed}:{cfg.domain}:{cfg.shard}")
     records: list[dict[str, Any]] = []
     sampling_failures = 0
-    generation: list[Task] = []
-    for _ in range(cfg.base_candidates):
-        task = _base_candidate(graph, rng, cfg.seed)
-        if task is None:
-            sampling_failures += 1
-            continue
-        rec = record(task, cfg, cfg.kill_threshold, graph)
-        records.append(rec)
-        if rec["accepted"]:
-            generation.append(task)
-    for _ in range(cfg.evolution_rounds):
-        children: list[Task] = []
-        for parent in generation:
-            if rng.random() >= cfg.evolve_probability:
-                continue
-            child = evolve(graph, parent, rng)
-            if child is None:
+
+    def admit(candidates: list[Task | None]) -> list[Task]:
+        """Verify every sampled candidate, keep all records, return the accepted tasks."""
+        nonlocal sampling_failures
+        accepted = []
+        for task in candidates:
+            if task is None:
                 sampling_failures += 1
                 continue
-            rec = record(child, cfg, cfg.kill_threshold, graph)
+            rec = record(task, cfg, cfg.kill_threshold, graph)
             records.append(rec)
             if rec["accepted"]:
-                children.append(child)
-        generation = children
+                accepted.append(task)
+        return accepted
+
+    generation = admit([_base_candidate(graph, rng, cfg.seed) for _ in range(cfg.base_candidates)])
+    for _ in range(cfg.evolution_rounds):
+        parents = [p for p in generation if rng.random() < cfg.evolve_probability]
+        generation = admit([evolve(graph, parent, rng) for parent in parents])
     return {"shard": asdict(cfg), "shard_id": cfg.shard_id, "records": records,
             "sampling_failures": sampling_failures, "seconds": round(time.perf_counter() - started, 3)}

@@ -239,7 +239,8 @@ def conditional(graph: ToolGraph, db: Database, rng: random.Random) -> Request |
                   f"otherwise, {else_clause}")
         return Request("conditional", clause, (ToolCall(getter.name, {t.primary_key: key}), ToolCall(chosen.name, args)),
                        known=(f"{t.noun} id: {key}",), unknown=(f"the current {col.label} of {noun_key}",),
-                       entities=_entities_written(result))
+                       entities=_entities_written(result),
+                       notes=(f"condition {col.name} == {asked!r}", f"branch {'then' if asked == actual else 'else'}"))
     return None
 
 
