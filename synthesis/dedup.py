@@ -45,10 +45,17 @@ def _load_minilm() -> Any:
     return model
 
 
+_embedded: dict[str, np.ndarray] = {}
+
+
 def embed_minilm(texts: Sequence[str]) -> np.ndarray:
-    """Unit-length 384-d sentence embeddings from the packaged all-MiniLM-L6-v2."""
-    vectors = minilm().encode(list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False)
-    return np.asarray(vectors, dtype="float32")
+    """Unit-length 384-d sentence embeddings from the packaged all-MiniLM-L6-v2, memoised per text (a
+    regeneration dedups again after every top-up round; only new texts are encoded)."""
+    missing = list(dict.fromkeys(t for t in texts if t not in _embedded))
+    if missing:
+        vectors = minilm().encode(missing, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+        _embedded.update(zip(missing, np.asarray(vectors, dtype="float32")))
+    return np.stack([_embedded[t] for t in texts]) if texts else np.zeros((0, 384), dtype="float32")
 
 
 def exact_key(record: dict[str, Any]) -> str:
@@ -64,7 +71,7 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
 
     embed = embed or embed_minilm
     seen: dict[str, str] = {}
-    counts = {"exact_duplicate": 0, "near_duplicate": 0}
+    counts = {"exact_duplicate": 0, "near_duplicate": 0, "compared": 0}
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
         if not rec["accepted"]:
@@ -81,6 +88,7 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
     if not collisions:
         return counts
     flat = [rec for g in collisions for rec in g]
+    counts["compared"] = len(flat)
     vectors = embed([rec["instruction"] for rec in flat])
     offset = 0
     for group in collisions:

@@ -137,11 +137,16 @@ def shortfall(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> dict[str,
     return {d: n - have[d] for d, n in cfg.requested().items() if have[d] < n}
 
 
-def top_up_plan(cfg: RegenerateConfig, shards: list[ShardConfig], missing: dict[str, int]) -> list[ShardConfig]:
+def top_up_plan(cfg: RegenerateConfig, shards: list[ShardConfig], missing: dict[str, int],
+                records: list[dict[str, Any]]) -> list[ShardConfig]:
+    """More shards for the domains that fell short, sized by each domain's own yield so far."""
     extra = []
+    have = Counter(r["domain"] for r in records if r["accepted"])
     for domain, n in missing.items():
-        next_index = max(s.shard for s in shards if s.domain == domain) + 1
-        count = max(1, math.ceil(n * 1.1 / (cfg.base_per_shard * TASKS_PER_BASE)))
+        done = [s for s in shards if s.domain == domain]
+        next_index = max(s.shard for s in done) + 1
+        per_shard = max(have[domain] / len(done), 1.0)
+        count = max(1, math.ceil(n * 1.1 / per_shard))
         extra += [cfg.shard(domain, next_index + i) for i in range(count)]
     return extra
 
@@ -245,7 +250,7 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
         missing = shortfall(cfg, records)
         if not missing or attempt == MAX_TOP_UPS:
             break
-        batch = top_up_plan(cfg, shards, missing)
+        batch = top_up_plan(cfg, shards, missing, records)
         shards += batch
         progress(f"short of the requested counts ({missing}); adding {len(batch)} shards")
     return finalize(cfg, shards, started, progress, (records, counts), timings)

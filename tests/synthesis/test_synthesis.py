@@ -139,5 +139,6 @@ def test_dedup_drops_exact_and_near_duplicates_but_keeps_different_work_and_line
     status = {r["task_id"]: (r["accepted"], r["reason"]) for r in records}
     assert status["b"] == (False, "exact_duplicate") and status["c"] == (False, "near_duplicate")
     assert status["a"][0] and status["d"][0] and status["e"][0] and status["f"][0]
-    assert counts == {"exact_duplicate": 1, "near_duplicate": 1}
+    assert counts["exact_duplicate"] == 1 and counts["near_duplicate"] == 1
+    assert counts["compared"] == 4  # a, c, e, f share gold G1 (b was already dropped); d is alone
     assert "to a" in next(r for r in records if r["task_id"] == "c")["reason_detail"]
