@@ -85,10 +85,15 @@ def test_hostile_calls_are_errors_that_change_nothing(tool: str, arguments: obje
 
 
 def test_a_float_is_not_an_integer() -> None:
-    with get_engine("weather").fresh() as db:
-        # a sequence-typed integer column would accept 3.0 in plain JSON Schema; ours does not
-        result = db.call("get_station", {"station_id": 3.0})
-        assert not result.ok and "not of type" in result.error
+    engine = get_engine("ecommerce")
+    good = {"customer_id": "CU0008", "address_id": "AD0001", "product_id": "PR0002", "quantity": 2}
+    with engine.fresh() as db:
+        # plain JSON Schema accepts 2.0 as an integer; a quantity of 2.0 (or 2.5, or True) is refused here
+        for quantity in (2.0, 2.5, True, "2"):
+            result = db.call("place_order", {**good, "quantity": quantity})
+            assert not result.ok and "quantity" in result.error, quantity
+            assert db.fingerprint() == engine.fingerprint
+        assert db.call("place_order", good).ok
 
 
 def test_unicode_free_text_is_stored_verbatim_and_sql_stays_data() -> None:
