@@ -110,10 +110,11 @@ def add_constraint(graph: ToolGraph, parent: Task, rng: random.Random) -> Task |
             if not db.call(call.name, call.arguments).ok:
                 return None
             calls += (call,)
-        clause = (f"{last.clause}, but only if {t.noun} {call.arguments[param]}'s {col.label} is "
-                  f"{rq.show(asked)}; if it is not, leave it as it is")
+        key = call.arguments[param]
+        name = f"the new {t.noun}" if key not in graph.column_pool(db, table, t.primary_key) else f"{t.noun} {key}"
+        clause = f"{last.clause}, but only if {name}'s {col.label} is {rq.show(asked)}; if it is not, leave it as it is"
         constrained = Request("constraint", clause, calls, known=last.known,
-                              unknown=(f"the current {col.label} of {t.noun} {call.arguments[param]}",),
+                              unknown=(f"the current {col.label} of {name}",),
                               entities=last.entities if holds else ())
         return _child(parent, [*parent.requests[:-1], constrained], "add_constraint")
     finally:

@@ -280,25 +280,30 @@ def question(graph: ToolGraph, db: Database, rng: random.Random) -> Request | No
 
 
 def follow_up(graph: ToolGraph, db: Database, rng: random.Random, entities: tuple[tuple[str, Any], ...]) -> Request | None:
-    """A second request about a row an earlier request wrote: another write on it, or its new value."""
+    """A second request about a row an earlier request wrote: another write on it, or its new value.
+    A row the task itself created is called 'the new <noun>': the user never learned its key."""
     pks = {t.name: t.primary_key for t in graph.spec.tables}
     targets = [(t, k) for t, k in entities if t in pks]
     rng.shuffle(targets)
     for table, key in targets:
         pk = pks[table]
+        t = graph.spec.table(table)
+        created = key not in graph.column_pool(db, table, pk)
+        name = f"the new {t.noun}" if created else f"{t.noun} {key}"
         writers = [w for w in graph.writes if pk in w.required]
         rng.shuffle(writers)
         for w in writers[:3]:
-            req = single_write(graph, db, rng, w, {pk: key})
-            if req is not None:
-                return Request("follow_up", req.clause, req.calls, entities=req.entities)
+            hit = _try_write(graph, db, w, rng, {pk: key})
+            if hit is not None:
+                args, result = hit
+                return Request("follow_up", clause_for(graph, w, args, rng, {pk: name}), (ToolCall(w.name, args),),
+                               entities=_entities_written(result))
         getter = graph.getters.get(table)
         if getter is not None:
             got = db.call(getter.name, {pk: key})
             column = _reportable_column(graph, table, got.output if got.ok else None, rng, exclude={pk})
             if column is not None:
-                t = graph.spec.table(table)
-                return Request("follow_up", f"tell me the current {t.column(column).label} of {t.noun} {key}",  # type: ignore[union-attr]
+                return Request("follow_up", f"tell me the current {t.column(column).label} of {name}",  # type: ignore[union-attr]
                                (ToolCall(getter.name, {pk: key}),), communicate=(show(got.output[column]),))
     return None
 
