@@ -99,6 +99,7 @@ class DomainEngine:
         self.pk_tables = spec.primary_keys
         self._arg_cache: dict[tuple[str, str], str | None] = {}
         self._pool: list[sqlite3.Connection] = []
+        self._seeded: dict[tuple[str, str], list[Any]] = {}
         self._lock = threading.Lock()
         conn = sqlite3.connect(":memory:", isolation_level=None)
         for stmt in schema_statements(spec):
@@ -130,6 +131,23 @@ class DomainEngine:
         if key is not None and len(self._arg_cache) < 200_000:
             self._arg_cache[key] = problem
         return problem
+
+    def seeded_values(self, entity: str, column: str) -> list[Any]:
+        """Seeded values (in key order, repeats kept) of a column named ``column``: the table it is the key
+        of, else ``entity``, else the first table that has it. Cached; callers must not mutate the list."""
+        key = (entity, column)
+        if key not in self._seeded:
+            spec = self.spec
+            owner = spec.primary_keys.get(column)
+            order = [owner] if owner else [entity] + [t.name for t in spec.tables if t.name != entity]
+            table = next((spec.table(n) for n in order if spec.table(n).column(column) is not None), None)
+            values: list[Any] = []
+            if table is not None:
+                with self.fresh() as db:
+                    values = [r[0] for r in db.query(f"SELECT {column} FROM {table.name} WHERE {column} IS NOT NULL "
+                                                     f"ORDER BY {table.primary_key}")]
+            self._seeded[key] = values
+        return self._seeded[key]
 
     def fresh(self) -> Database:
         """A copy of the seeded state. Connections are pooled: each copy is an open transaction on a

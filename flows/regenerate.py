@@ -153,7 +153,7 @@ def regenerate_flow(
 
     ``domains``: default all ten; ``tasks_per_domain``: default ToolScale's Table 5 counts; ``warehouse``:
     default ``$TOOLSCALE_WAREHOUSE`` or ``warehouse/toolscale.duckdb``; ``task_runner``: ``threads``,
-    ``dask`` or ``dask:<scheduler address>``.
+    ``processes``, ``dask`` or ``dask:<scheduler address>``.
     """
     logger = get_run_logger()
     started = time.perf_counter()

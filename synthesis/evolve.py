@@ -111,7 +111,7 @@ def add_constraint(graph: ToolGraph, parent: Task, rng: random.Random) -> Task |
                 return None
             calls += (call,)
         key = call.arguments[param]
-        name = f"the new {t.noun}" if key not in graph.column_pool(db, table, t.primary_key) else f"{t.noun} {key}"
+        name = f"the new {t.noun}" if key not in graph.column_pool(table, t.primary_key) else f"{t.noun} {key}"
         clause = f"{last.clause}, but only if {name}'s {col.label} is {rq.show(asked)}; if it is not, leave it as it is"
         constrained = Request("constraint", clause, calls, known=last.known,
                               unknown=(f"the current {col.label} of {name}",),
@@ -128,8 +128,7 @@ def add_distractor(graph: ToolGraph, parent: Task, rng: random.Random) -> Task |
         return None
     table, key = rng.choice(written)
     t = graph.spec.table(table)
-    with graph.engine.fresh() as db:
-        others = [k for k in graph.column_pool(db, table, t.primary_key) if k != key]
+    others = [k for k in graph.column_pool(table, t.primary_key) if k != key]
     if not others:
         return None
     other = rng.choice(others)

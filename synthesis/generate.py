@@ -74,7 +74,7 @@ def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -
         "noop_fails": report.no_action.passed, "noop_reason": report.no_action.reason,
         "mutants": report.mutation.total, "mutants_killed": report.mutation.killed,
         "kill_rate": report.mutation.kill_rate, "survivors": list(report.mutation.survivors),
-        "tau2": task.tau2(write_tools),
+        "tau2": task.tau2(),
     }
 
 

@@ -205,7 +205,7 @@ def conditional(graph: ToolGraph, db: Database, rng: random.Random) -> Request |
         write_b = rng.choice(peers)
         getter = graph.getters[table]
         t = graph.spec.table(table)
-        keys = graph.column_pool(db, table, t.primary_key)
+        keys = graph.column_pool(table, t.primary_key)
         if not keys:
             return None
         key = rng.choice(keys)
@@ -288,7 +288,7 @@ def follow_up(graph: ToolGraph, db: Database, rng: random.Random, entities: tupl
     for table, key in targets:
         pk = pks[table]
         t = graph.spec.table(table)
-        created = key not in graph.column_pool(db, table, pk)
+        created = key not in graph.column_pool(table, pk)
         name = f"the new {t.noun}" if created else f"{t.noun} {key}"
         writers = [w for w in graph.writes if pk in w.required]
         rng.shuffle(writers)

@@ -94,7 +94,7 @@ class Task:
     def task_id(self) -> str:
         return f"{self.domain}-{self.content_hash()[:12]}"
 
-    def tau2(self, write_calls: set[str]) -> dict[str, Any]:
+    def tau2(self) -> dict[str, Any]:
         """The task in tau2-bench's Task field names."""
         return {
             "id": self.task_id,

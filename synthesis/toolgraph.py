@@ -20,7 +20,6 @@ from domains.spec import Tool
 @dataclass
 class ToolGraph:
     engine: DomainEngine
-    _pools: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
     _rows: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = field(default_factory=dict)
 
     @property
@@ -66,15 +65,10 @@ class ToolGraph:
             return table, self.spec.table(table).primary_key
         return None
 
-    def column_pool(self, db: Database, entity: str, column: str) -> list[Any]:
-        """Seeded values of a column named ``column``: its key table, the entity, then any table.
-
-        Pools come from the seeded state and are cached: sampling only proposes values, the engine decides
-        on the live state whether a call with them succeeds."""
-        key = (entity, column)
-        if key not in self._pools:
-            self._pools[key] = self._read_pool(entity, column)
-        return self._pools[key]
+    def column_pool(self, entity: str, column: str) -> list[Any]:
+        """Seeded values of a column named ``column`` (see ``DomainEngine.seeded_values``). Sampling only
+        proposes values; the engine decides on the live state whether a call with them succeeds."""
+        return self.engine.seeded_values(entity, column)
 
     def anchor_rows(self, table: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         if table not in self._rows:
@@ -84,18 +78,6 @@ class ToolGraph:
                                      db.query(f"SELECT * FROM {t.name} ORDER BY {t.primary_key}"))
         return self._rows[table]
 
-    def _read_pool(self, entity: str, column: str) -> list[Any]:
-        spec = self.spec
-        owner = spec.primary_keys.get(column)
-        order = [owner] if owner else [entity] + [t.name for t in spec.tables if t.name != entity]
-        for table in order:
-            t = spec.table(table)
-            if t.column(column) is not None:
-                with self.engine.fresh() as db:
-                    return [r[0] for r in db.query(f"SELECT {column} FROM {t.name} WHERE {column} IS NOT NULL "
-                                                   f"ORDER BY {t.primary_key}")]
-        return []
-
     def sample_value(self, db: Database, tool: Tool, param: str, rng: random.Random,
                      anchor: dict[str, Any] | None = None) -> Any:
         schema = tool.parameters["properties"][param]
@@ -103,12 +85,9 @@ class ToolGraph:
             return anchor[param]
         if "enum" in schema:
             return rng.choice(schema["enum"])
-        pool = self.column_pool(db, tool.entity, param)
+        pool = self.column_pool(tool.entity, param)
         if pool:
-            value = rng.choice(pool)
-            if schema.get("type") == "number" and isinstance(value, int):
-                return value
-            return value
+            return rng.choice(pool)
         if "examples" in schema:
             return rng.choice(schema["examples"])
         kind = schema.get("type")

@@ -91,26 +91,5 @@ def _numeric_neighbours(current: float, schema: dict[str, Any]) -> list[Any]:
 
 
 def column_values(engine: DomainEngine, entity: str, column: str) -> list[Any]:
-    """Distinct seeded values of a column named ``column``: the entity's own table first, then any table."""
-    return _column_values_cached(engine, entity, column)
-
-
-_cache: dict[tuple[int, str, str], list[Any]] = {}
-
-
-def _column_values_cached(engine: DomainEngine, entity: str, column: str) -> list[Any]:
-    key = (id(engine), entity, column)
-    if key not in _cache:
-        spec = engine.spec
-        owner = spec.primary_keys.get(column)
-        tables = [owner] if owner else [entity] + [t.name for t in spec.tables if t.name != entity]
-        values: list[Any] = []
-        with engine.fresh() as db:
-            for table in tables:
-                t = spec.table(table)
-                if t.column(column) is not None:
-                    values = [r[0] for r in db.query(f"SELECT DISTINCT {column} FROM {t.name} "
-                                                     f"WHERE {column} IS NOT NULL ORDER BY {column}")]
-                    break
-        _cache[key] = values
-    return _cache[key]
+    """Distinct seeded values of a column named ``column``, in a fixed order."""
+    return sorted(set(engine.seeded_values(entity, column)), key=lambda v: (isinstance(v, str), v))  # SQLite's order: numbers, then text

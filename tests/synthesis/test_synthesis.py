@@ -40,7 +40,7 @@ def test_every_request_kind_yields_a_valid_task_in_every_domain(domain: str, kin
     assert verify(task.verifiable(), Trajectory(task.gold_calls, said)).solved
     text = task.instruction_text()
     assert "{" not in text and "}" not in text  # every slot filled
-    tau2 = task.tau2(set())
+    tau2 = task.tau2()
     assert tau2["evaluation_criteria"]["actions"][0]["name"] == task.gold_calls[0].name
     assert tau2["user_scenario"]["instructions"]["domain"] == domain
 
