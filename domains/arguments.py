@@ -154,9 +154,9 @@ def parse_arguments(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
-    except ValueError as exc:
-        raise ValueError(f"not acceptable JSON: {exc}") from None
+        raise ValueError(f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except ValueError as exc:  # a duplicate key, NaN/Infinity, or an integer of more than 4,300 digits
+        raise ValueError(str(exc)) from None
     problem = shape_problem(value)
     if problem:
         raise ValueError(problem)

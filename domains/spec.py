@@ -425,7 +425,7 @@ def double_quoted_problem(guard: StatementGuard, role: str, sql: str, params: di
         guard.prepare(role, strict, params)
     except (sqlite3.Error, StatementRefused) as exc:
         missing = re.match(r"no such column: (.+)", str(exc))
-        shown = missing.group(1) if missing else ", ".join(f'"{n}"' for n in names)
+        shown = f'"{missing.group(1)}"' if missing else ", ".join(f'"{n}"' for n in names)
         return (f"double-quoted {shown} names no column (SQLite would silently read it as a string); "
                 f"write text in single quotes")
     return None

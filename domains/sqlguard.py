@@ -62,6 +62,10 @@ class StatementGuard:
         action comes from; ``db_name`` is None for a CTE or subquery, which are not schema tables."""
         if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
             return None
+        if (arg1 or "").lower().startswith("sqlite_") and action in (sqlite3.SQLITE_READ, *_WRITES):
+            # a pragma_* function first registers itself in sqlite_master, so it is refused here
+            return (f"it uses SQLite's own table {arg1} (PRAGMA functions and the schema tables are not "
+                    f"allowed in spec SQL)")
         if action == sqlite3.SQLITE_READ:
             name = (arg1 or "").lower()
             if arg1 in self.tables or (db_name is None and name != self.audit_table
