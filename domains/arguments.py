@@ -62,6 +62,8 @@ def shape_problem(arguments: Any) -> str | None:
     non-finite numbers, invalid Unicode), or None. Iterative, so any depth is safe to inspect."""
     if not isinstance(arguments, dict):
         return f"arguments must be a JSON object, got {type(arguments).__name__}"
+    if _plainly_fine(arguments):
+        return None
     stack: list[tuple[Any, int]] = [(arguments, 1)]
     nodes = 0
     while stack:
@@ -93,6 +95,25 @@ def shape_problem(arguments: Any) -> str | None:
         elif value is not None and not isinstance(value, bool | int | float):
             return f"an argument of type {type(value).__name__} is not JSON"
     return None
+
+
+def _plainly_fine(arguments: dict[Any, Any]) -> bool:
+    """The common case in one flat pass: a small object of short text, integers, finite floats and booleans."""
+    if len(arguments) > MAX_ITEMS:
+        return False
+    for key, value in arguments.items():
+        if type(key) is not str or len(key) > 200:
+            return False
+        kind = type(value)
+        if kind is str:
+            if len(value) > MAX_STRING_CHARS or not (value.isascii() or _encodable(value)):
+                return False
+        elif kind is float:
+            if not math.isfinite(value):
+                return False
+        elif kind is not int and kind is not bool and value is not None:
+            return False
+    return True
 
 
 def _encodable(text: str) -> bool:

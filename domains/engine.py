@@ -23,7 +23,7 @@ from domains.fastcheck import compile_check
 from domains.ddl import AUDIT_TABLE, audit_schema, schema_statements
 from domains.seeding import seed_tables, sequence_value
 from domains.spec import SLOT, DomainSpec, Table, Tool
-from domains.sqlguard import EFFECT, READ, StatementGuard, StatementRefused
+from domains.sqlguard import EFFECT, READ, StatementGuard
 
 POOL_SIZE = 16
 RowKey = tuple[str, Any]  # (table, primary key value)
@@ -273,21 +273,33 @@ class Database:
             f"WHERE substr({pk}, 1, ?) = ?", (len(prefix) + 1, len(prefix), prefix)).fetchone()
         return sequence_value({**col.seed, "start": 0}, col.type, top + 1)
 
-    def _statement(self, tool: Tool, where: str, role: str, sql: str, params: dict[str, Any], fetch: str) -> Any:
-        try:
-            return self.guard.run(role, sql, params, fetch)
-        except StatementRefused as exc:
-            raise CallError(f"{tool.name} failed: {where}: {exc}") from None
-
     def _run(self, tool: Tool, params: dict[str, Any]) -> tuple[Any, set[RowKey]]:
-        for k, pre in enumerate(tool.preconditions):
-            row = self._statement(tool, f"preconditions[{k}]", READ, pre.sql, params, "one")
-            if (row is None) == (pre.expect == "exists"):
-                shown = _Missing({k: _short(v) for k, v in params.items()})
-                raise CallError(SLOT.sub(lambda m: "{" + m.group(1) + "}", pre.error).format_map(shown))
-        for k, effect in enumerate(tool.effects):
-            self._statement(tool, f"effects[{k}]", EFFECT, effect, params, "none")
-        description, fetched = self._statement(tool, "returns.sql", READ, tool.returns_sql, params, "cursor")
+        guard, conn = self.guard, self.conn
+        stage: tuple[str, int] = ("returns.sql", -1)  # which statement runs, for the error message
+        try:
+            for k, pre in enumerate(tool.preconditions):
+                stage = ("preconditions", k)
+                guard.enter(READ)  # reads run under the read-only authorizer, every statement on a budget
+                row = conn.execute(pre.sql, params).fetchone()
+                if (row is None) == (pre.expect == "exists"):
+                    shown = _Missing({k: _short(v) for k, v in params.items()})
+                    raise CallError(SLOT.sub(lambda m: "{" + m.group(1) + "}", pre.error).format_map(shown))
+            for k, effect in enumerate(tool.effects):
+                stage = ("effects", k)
+                guard.enter(EFFECT)
+                conn.execute(effect, params)
+            stage = ("returns.sql", -1)
+            guard.enter(READ)
+            cur = conn.execute(tool.returns_sql, params)
+            description, fetched = cur.description, cur.fetchall()
+        except sqlite3.DatabaseError as exc:
+            refusal = guard.refusal(exc)
+            if refusal is None:
+                raise
+            where = stage[0] if stage[1] < 0 else f"{stage[0]}[{stage[1]}]"
+            raise CallError(f"{tool.name} failed: {where}: {refusal}") from None
+        finally:
+            guard.leave()
         names = [d[0] for d in description]
         rows = [dict(zip(names, r)) for r in fetched]
         reads = {(self.engine.pk_tables[k], v) for row in rows for k, v in row.items()
@@ -317,7 +329,7 @@ class Database:
     def query(self, sql: str, params: dict[str, Any] | tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """A read query for the engine's own callers (synthesis, tests); values are always bound, and it runs
         under the same read-only authorizer and budget as a read tool."""
-        return self.guard.run(READ, sql, params, "all")
+        return self.guard.run(READ, sql, params)
 
 
 def _arg_keys(engine: DomainEngine, params: dict[str, Any]) -> set[RowKey]:

@@ -92,24 +92,23 @@ class StatementGuard:
         self.ticks += 1
         return 1 if self.ticks > self.budget_ticks else 0
 
-    def run(self, role: str, sql: str, params: dict[str, Any], fetch: str = "all") -> list[tuple[Any, ...]] | Any:
-        """Execute one spec statement under ``role``; fetch "all" rows, "one" row, "cursor" (description +
-        rows as a pair) or "none". Raises ``StatementRefused`` with a readable reason; other sqlite3 errors
-        pass through unchanged."""
+    def enter(self, role: str) -> None:
+        """The next statement runs under ``role`` with a fresh budget (call ``leave`` when done)."""
         self.role, self.ticks, self.denied = role, 0, None
+
+    def leave(self) -> None:
+        self.role = ENGINE
+
+    def run(self, role: str, sql: str, params: dict[str, Any] | tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Execute one statement under ``role`` and fetch every row; raises ``StatementRefused`` with a
+        readable reason, other sqlite3 errors unchanged."""
+        self.enter(role)
         try:
-            cur = self.conn.execute(sql, params)
-            if fetch == "one":
-                return cur.fetchone()
-            if fetch == "cursor":
-                return cur.description, cur.fetchall()
-            if fetch == "all":
-                return cur.fetchall()
-            return None
+            return self.conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise self._refusal(exc) or exc
+            raise self.refusal(exc) or exc
         finally:
-            self.role = ENGINE
+            self.leave()
 
     def prepare(self, role: str, sql: str, params: dict[str, Any]) -> None:
         """Compile ``sql`` under ``role`` without running it (the static check at spec load)."""
@@ -117,11 +116,12 @@ class StatementGuard:
         try:
             self.conn.execute("EXPLAIN " + sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise self._refusal(exc) or exc
+            raise self.refusal(exc) or exc
         finally:
             self.role = ENGINE
 
-    def _refusal(self, exc: sqlite3.DatabaseError) -> StatementRefused | None:
+    def refusal(self, exc: sqlite3.DatabaseError) -> StatementRefused | None:
+        """The readable reason for an error this guard caused (authorizer, budget, size), else None."""
         message = str(exc)
         if self.denied is not None and ("not authorized" in message or "prohibited" in message):
             return StatementRefused(f"refused: {self.denied or exc}")
