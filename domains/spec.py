@@ -240,7 +240,11 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
     """Checks the JSON Schema cannot express; each problem is ``path: message``."""
     from domains.ddl import schema_statements  # local: ddl imports this module's types
 
+    from domains.arguments import iso_problem
+
     problems: list[str] = []
+    if iso_problem(spec.now, "date-time"):
+        problems.append(f"now: {iso_problem(spec.now, 'date-time')}")
     tables = {t.name: t for t in spec.tables}
     if len(tables) != len(spec.tables):
         problems.append("tables: duplicate table names")
@@ -408,7 +412,9 @@ def _parameter_problems(tool: Tool, tables: dict[str, Table]) -> list[str]:
         if need is None and "email" in name:
             need = "email"
         if need is not None and schema.get("format") != need:
-            out.append(f"{name}: {'an' if need[0] in 'aeiou' else 'a'} {need} parameter must declare format: {need} (values are then checked strictly)")
+            article = "an" if need[0] in "aeiou" else "a"
+            out.append(f"{name}: {article} {need} parameter must declare format: {need} "
+                       f"(values are then checked strictly)")
         fmt = schema.get("format")
         if fmt is not None and fmt not in KNOWN_FORMATS:
             out.append(f"{name}.format: unknown format {fmt!r}; known: {', '.join(sorted(KNOWN_FORMATS))}")
