@@ -18,12 +18,13 @@ from typing import Any
 
 import jsonschema
 
+from domains.arguments import blank_problem, format_problem, shape_problem
 from domains.fastcheck import compile_check
 from domains.ddl import AUDIT_TABLE, audit_schema, schema_statements
-from domains.seeding import Formula, draw, sequence_value
+from domains.seeding import seed_tables, sequence_value
 from domains.spec import SLOT, DomainSpec, Table, Tool
+from domains.sqlguard import EFFECT, READ, StatementGuard
 
-MAX_STRING_CHARS = 2_000
 POOL_SIZE = 16
 RowKey = tuple[str, Any]  # (table, primary key value)
 
@@ -60,7 +61,28 @@ def _strict_number(checker: Any, instance: Any) -> bool:
 
 _type_checker = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
     {"integer": _strict_integer, "number": _strict_number})
-ArgumentValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_type_checker)
+_draft_type = jsonschema.Draft202012Validator.VALIDATORS["type"]
+
+
+def _type_not_blank(validator: Any, types: Any, instance: Any, schema: dict[str, Any]) -> Any:
+    """The draft's ``type`` keyword, plus: text must not be empty or blank unless ``minLength: 0``."""
+    yield from _draft_type(validator, types, instance, schema)
+    problem = blank_problem(schema, instance)
+    if problem:
+        yield jsonschema.ValidationError(problem)
+
+
+def _strict_format(validator: Any, fmt: Any, instance: Any, schema: dict[str, Any]) -> Any:
+    """``format`` asserted, not only annotated: date, date-time and email values must be real."""
+    if isinstance(instance, str) and isinstance(fmt, str):
+        problem = format_problem(fmt, instance)
+        if problem:
+            yield jsonschema.ValidationError(problem)
+
+
+ArgumentValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, validators={"type": _type_not_blank, "format": _strict_format},
+    type_checker=_type_checker)
 
 
 class _Missing(dict):
@@ -71,16 +93,6 @@ class _Missing(dict):
 def _short(value: Any) -> str:
     text = str(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _too_long(value: Any) -> bool:
-    if isinstance(value, str):
-        return len(value) > MAX_STRING_CHARS
-    if isinstance(value, dict):
-        return any(_too_long(v) for v in value.values()) or len(value) > 100
-    if isinstance(value, list):
-        return len(value) > 100 or any(_too_long(v) for v in value)
-    return False
 
 
 class CallError(Exception):
@@ -98,13 +110,13 @@ class DomainEngine:
         self.fast_checks = {t.name: compile_check(t.parameters) for t in spec.tools}
         self.pk_tables = spec.primary_keys
         self._arg_cache: dict[tuple[str, str], str | None] = {}
-        self._pool: list[sqlite3.Connection] = []
+        self._pool: list[tuple[sqlite3.Connection, StatementGuard]] = []
         self._seeded: dict[tuple[str, str], list[Any]] = {}
         self._lock = threading.Lock()
         conn = sqlite3.connect(":memory:", isolation_level=None)
         for stmt in schema_statements(spec):
             conn.execute(stmt)
-        _seed_tables(conn, spec, seed)
+        seed_tables(conn, spec, seed)
         for stmt in audit_schema(spec):
             conn.execute(stmt)
         self.image: bytes = conn.serialize()
@@ -153,19 +165,20 @@ class DomainEngine:
         """A copy of the seeded state. Connections are pooled: each copy is an open transaction on a
         connection holding the image, rolled back on close, so prepared statements stay warm."""
         with self._lock:
-            conn = self._pool.pop() if self._pool else None
-        if conn is None:
+            pooled = self._pool.pop() if self._pool else None
+        if pooled is None:
             conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             conn.deserialize(self.image)
             conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("BEGIN")
-        return Database(self, conn)
+            pooled = (conn, StatementGuard(conn, [t.name for t in self.spec.tables], AUDIT_TABLE))
+        pooled[0].execute("BEGIN")
+        return Database(self, *pooled)
 
-    def _release(self, conn: sqlite3.Connection) -> None:
+    def _release(self, conn: sqlite3.Connection, guard: StatementGuard) -> None:
         conn.execute("ROLLBACK")
         with self._lock:
             if len(self._pool) < POOL_SIZE:
-                self._pool.append(conn)
+                self._pool.append((conn, guard))
                 return
         conn.close()
 
@@ -173,16 +186,17 @@ class DomainEngine:
 class Database:
     """A live copy of a domain database; tool calls run against it one at a time."""
 
-    def __init__(self, engine: DomainEngine, conn: sqlite3.Connection):
+    def __init__(self, engine: DomainEngine, conn: sqlite3.Connection, guard: StatementGuard):
         self.engine = engine
         self.conn = conn
+        self.guard = guard
         self._open = True
 
     def close(self) -> None:
         """Discard every change and hand the connection back to the engine's pool."""
         if self._open:
             self._open = False
-            self.engine._release(self.conn)
+            self.engine._release(self.conn, self.guard)
 
     def __enter__(self) -> Database:
         return self
@@ -232,10 +246,9 @@ class Database:
         self.conn.execute("RELEASE call")
 
     def _bind(self, tool: Tool, arguments: Any) -> dict[str, Any]:
-        if not isinstance(arguments, dict):
-            raise CallError(f"{tool.name}: arguments must be a JSON object, got {type(arguments).__name__}")
-        if _too_long(arguments):
-            raise CallError(f"{tool.name}: an argument is too long (limit {MAX_STRING_CHARS} characters)")
+        shape = shape_problem(arguments)  # iterative: depth and size are known before jsonschema recurses
+        if shape:
+            raise CallError(f"{tool.name}: {shape}")
         problem = self.engine.argument_problem(tool.name, arguments)
         if problem:
             raise CallError(problem)
@@ -261,16 +274,34 @@ class Database:
         return sequence_value({**col.seed, "start": 0}, col.type, top + 1)
 
     def _run(self, tool: Tool, params: dict[str, Any]) -> tuple[Any, set[RowKey]]:
-        for pre in tool.preconditions:
-            row = self.conn.execute(pre.sql, params).fetchone()
-            if (row is None) == (pre.expect == "exists"):
-                shown = _Missing({k: _short(v) for k, v in params.items()})
-                raise CallError(SLOT.sub(lambda m: "{" + m.group(1) + "}", pre.error).format_map(shown))
-        for effect in tool.effects:
-            self.conn.execute(effect, params)
-        cur = self.conn.execute(tool.returns_sql, params)
-        names = [d[0] for d in cur.description]
-        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+        guard, conn = self.guard, self.conn
+        stage: tuple[str, int] = ("returns.sql", -1)  # which statement runs, for the error message
+        try:
+            for k, pre in enumerate(tool.preconditions):
+                stage = ("preconditions", k)
+                guard.enter(READ)  # reads run under the read-only authorizer, every statement on a budget
+                row = conn.execute(pre.sql, params).fetchone()
+                if (row is None) == (pre.expect == "exists"):
+                    shown = _Missing({k: _short(v) for k, v in params.items()})
+                    raise CallError(SLOT.sub(lambda m: "{" + m.group(1) + "}", pre.error).format_map(shown))
+            for k, effect in enumerate(tool.effects):
+                stage = ("effects", k)
+                guard.enter(EFFECT)
+                conn.execute(effect, params)
+            stage = ("returns.sql", -1)
+            guard.enter(READ)
+            cur = conn.execute(tool.returns_sql, params)
+            description, fetched = cur.description, cur.fetchall()
+        except sqlite3.DatabaseError as exc:
+            refusal = guard.refusal(exc)
+            if refusal is None:
+                raise
+            where = stage[0] if stage[1] < 0 else f"{stage[0]}[{stage[1]}]"
+            raise CallError(f"{tool.name} failed: {where}: {refusal}") from None
+        finally:
+            guard.leave()
+        names = [d[0] for d in description]
+        rows = [dict(zip(names, r)) for r in fetched]
         reads = {(self.engine.pk_tables[k], v) for row in rows for k, v in row.items()
                  if k in self.engine.pk_tables and v is not None}
         if tool.returns_mode == "one":
@@ -296,8 +327,9 @@ class Database:
         return [dict(zip(names, r)) for r in cur.fetchall()]
 
     def query(self, sql: str, params: dict[str, Any] | tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """A read query for the engine's own callers (synthesis, tests); values are always bound."""
-        return self.conn.execute(sql, params).fetchall()
+        """A read query for the engine's own callers (synthesis, tests); values are always bound, and it runs
+        under the same read-only authorizer and budget as a read tool."""
+        return self.guard.run(READ, sql, params)
 
 
 def _arg_keys(engine: DomainEngine, params: dict[str, Any]) -> set[RowKey]:
@@ -314,64 +346,3 @@ def state_fingerprint(conn: sqlite3.Connection, spec: DomainSpec) -> str:
         for row in conn.execute(f"SELECT * FROM {t.name} ORDER BY {t.primary_key}"):
             h.update(json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode())
     return h.hexdigest()
-
-
-def _seed_tables(conn: sqlite3.Connection, spec: DomainSpec, seed: int) -> None:
-    values: dict[str, list[dict[str, Any]]] = {}
-    conn.execute("BEGIN")
-    for table in spec.seed_order():
-        rows = _seed_rows(table, values, seed, spec)
-        values[table.name] = rows
-        cols = [c.name for c in table.columns]
-        conn.executemany(f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                         [tuple(r[c] for c in cols) for r in rows])
-    conn.execute("COMMIT")
-
-
-def _seed_rows(table: Table, done: dict[str, list[dict[str, Any]]], seed: int,
-               spec: DomainSpec) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = [{} for _ in range(table.rows)]
-    by_key = {name: {r[spec.table(name).primary_key]: r for r in rs} for name, rs in done.items()}
-    for col in table.columns:
-        rng = random.Random(f"{seed}:{table.name}:{col.name}")
-        recipe = col.seed
-        kind = recipe["kind"]
-        if kind == "reference":
-            assert col.references is not None
-            parents = [r[col.references[1]] for r in done.get(col.references[0], rows)]
-            if recipe.get("unique"):
-                picks = rng.sample(parents, k=min(len(parents), table.rows)) + [None] * max(0, table.rows - len(parents))
-            else:
-                picks = [None if rng.random() < recipe.get("null_rate", 0.0) else rng.choice(parents)
-                         for _ in rows]
-            for r, v in zip(rows, picks):
-                r[col.name] = v
-            continue
-        formula = Formula(recipe["expr"]) if kind == "formula" else None
-        seen: set[Any] = set()
-        for i, r in enumerate(rows):
-            if kind == "sequence":
-                v = sequence_value(recipe, col.type, i)
-            elif kind == "lookup":
-                via = table.column(recipe["via"])
-                assert via is not None and via.references is not None
-                parent = by_key.get(via.references[0], {}).get(r[via.name])
-                v = None if parent is None else parent[recipe["column"]]
-            elif formula is not None:
-                v = formula(r, rng)
-                for _ in range(50):  # a formula that draws (randint, choice) may be drawn again
-                    if not col.unique or v not in seen:
-                        break
-                    v = formula(r, rng)
-            else:
-                v = draw(recipe, rng)
-                for attempt in range(50):
-                    if not col.unique or v not in seen:
-                        break
-                    v = draw(recipe, rng) if attempt < 40 else f"{v} {i}"
-            if col.type == "boolean" and v is not None:
-                v = 1 if v in (True, 1, "true", "yes") else 0
-            seen.add(v)
-            r[col.name] = v
-    return rows
-

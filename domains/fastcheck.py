@@ -2,7 +2,8 @@
 
 ``compile_check(schema)`` returns a function that says True only when the arguments are certainly valid;
 on False (or for a schema using keywords outside the subset, where it returns None) the engine asks
-jsonschema for the authoritative verdict and message. It never accepts what jsonschema would reject.
+jsonschema for the authoritative verdict and message. It never accepts what jsonschema would reject,
+including the engine's two additions to it: asserted formats and no blank text.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
+
+from domains.arguments import blank_problem, format_problem
 
 ANNOTATIONS = {"description", "examples", "default", "title", "format"}
 SUPPORTED = ANNOTATIONS | {"type", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern"}
@@ -26,6 +29,7 @@ def _value_check(schema: dict[str, Any]) -> Check | None:
     lo, hi = schema.get("minimum"), schema.get("maximum")
     min_len, max_len = schema.get("minLength"), schema.get("maxLength")
     pattern = re.compile(schema["pattern"]) if "pattern" in schema else None
+    fmt = schema.get("format") if isinstance(schema.get("format"), str) else None
 
     def check(v: Any) -> bool:
         if kind == "string" and not isinstance(v, str):
@@ -47,6 +51,10 @@ def _value_check(schema: dict[str, Any]) -> Check | None:
             if (min_len is not None and len(v) < min_len) or (max_len is not None and len(v) > max_len):
                 return False
             if pattern is not None and not pattern.search(v):
+                return False
+            if fmt is not None and format_problem(fmt, v) is not None:
+                return False
+            if blank_problem(schema, v) is not None:
                 return False
         return True
 

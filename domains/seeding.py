@@ -7,10 +7,22 @@ shifts the values of another, and the same (spec, seed) gives the same rows on e
 from __future__ import annotations
 
 import ast
+import math
 import random
+import re
+import sqlite3
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from domains.arguments import iso_problem
+
+if TYPE_CHECKING:
+    from domains.spec import Column, DomainSpec, Table
+
+MAX_SEED_TEXT = 2_000  # characters in one seeded text value; the shipped domains stay under 200
+MAX_FORMULA_ITEMS = 100_000  # characters or items a formula's '*' may build before the value check sees it
+INT64 = (-(2**63), 2**63 - 1)
 
 FIRST = ("Ada Alan Amara Anna Arjun Ben Bianca Carlos Chen Chloe Dana David Diego Elena Emil Fatima Felix Grace "
          "Hana Hugo Ines Ivan Jade Jonas Julia Kai Karim Laila Leo Lucia Maya Mateo Mei Nadia Noah Olga Omar "
@@ -110,18 +122,37 @@ def formula_names(expr: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
 
 
+def _bounded_mul(a: Any, b: Any) -> Any:
+    """'*' in a formula: refuse products that would build a huge string, list or number before they exist."""
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * max(n, 0) > MAX_FORMULA_ITEMS:
+            raise ValueError(f"the formula builds a value of {len(seq) * n:,} items (limit {MAX_FORMULA_ITEMS:,})")
+    if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > 256:
+        raise ValueError("the formula builds a number far outside the 64-bit range")
+    return a * b
+
+
+class _MulToCall(ast.NodeTransformer):
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Mult):
+            return ast.copy_location(ast.Call(ast.Name("_mul", ast.Load()), [node.left, node.right], []), node)
+        return node
+
+
 class Formula:
     """A compiled, sandboxed formula over the columns of one row."""
 
     def __init__(self, expr: str):
-        self.code = compile(_parse_formula(expr), "<formula>", "eval")
+        tree = ast.fix_missing_locations(_MulToCall().visit(_parse_formula(expr)))
+        self.code = compile(tree, "<formula>", "eval")
 
     def __call__(self, row: dict[str, Any], rng: random.Random) -> Any:
         env: dict[str, Any] = {
             "round": round, "min": min, "max": max, "abs": abs, "int": int, "float": float, "str": str,
             "lower": str.lower, "upper": str.upper, "date_add": _date_add, "datetime_add": _datetime_add,
             "date_of": _date_of, "randint": rng.randint, "choice": lambda *xs: rng.choice(xs),
-            "uniform": lambda a, b: round(rng.uniform(a, b), 2),
+            "uniform": lambda a, b: round(rng.uniform(a, b), 2), "_mul": _bounded_mul,
         }
         env.update(row)
         return eval(self.code, {"__builtins__": {}}, env)  # noqa: S307 - AST whitelisted above
@@ -169,3 +200,151 @@ def draw(recipe: dict[str, Any], r: random.Random) -> Any:
     if kind == "constant":
         return recipe["value"]
     raise ValueError(f"recipe kind {kind!r} is not a plain draw")
+
+
+def value_problem(col: Column, value: Any) -> str | None:
+    """Why ``value`` cannot be stored in ``col`` (type, range, size, enum), or None. Nulls are judged by the
+    caller, which knows whether the column may hold them."""
+    if value is None:
+        return None
+    kind = col.type
+    if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool)):
+        return f"{_show(value)} is not an integer"
+    if kind == "integer" and not INT64[0] <= value <= INT64[1]:
+        return f"{_show(value)} is outside SQLite's 64-bit integer range"
+    if kind == "real" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+        return f"{_show(value)} is not a number"
+    if kind == "real" and not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    if kind == "boolean" and value not in (True, False) or kind == "boolean" and isinstance(value, float):
+        return f"{_show(value)} is not a boolean (true/false)"
+    if kind in ("text", "date", "datetime") and not isinstance(value, str):
+        return f"{_show(value)} is not text"
+    if isinstance(value, str) and len(value) > MAX_SEED_TEXT:
+        return f"a text value of {len(value):,} characters (limit {MAX_SEED_TEXT:,})"
+    if kind in ("date", "datetime"):
+        return iso_problem(value, kind)
+    if col.enum is not None and value not in col.enum:
+        return f"{_show(value)} is not one of the column's enum values"
+    return None
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if not isinstance(value, str) or len(value) < 40 else repr(value[:37]) + "..."
+    return f"{text} ({type(value).__name__})" if not isinstance(value, str) else text
+
+
+SEED_ERRORS = (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError, NameError,
+               RecursionError, MemoryError, sqlite3.Error)
+
+
+def seed_tables(conn: sqlite3.Connection, spec: DomainSpec, seed: int) -> None:
+    """Insert every table's seed rows; any failure is a ``SpecError`` naming the table and column."""
+    from domains.spec import SpecError
+
+    values: dict[str, list[dict[str, Any]]] = {}
+    conn.execute("BEGIN")
+    try:
+        for table in spec.seed_order():
+            ti = spec.tables.index(table)
+            rows = _seed_rows(table, ti, values, seed, spec)
+            values[table.name] = rows
+            cols = [c.name for c in table.columns]
+            try:
+                conn.executemany(f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                                 [tuple(r[c] for c in cols) for r in rows])
+            except SEED_ERRORS as exc:
+                raise SpecError([f"{spec.path}: {_insert_where(table, ti, exc)}: the seed rows cannot be stored: "
+                                 f"{type(exc).__name__}: {_clip(str(exc))}"]) from None
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _insert_where(table: Table, ti: int, exc: BaseException) -> str:
+    """The column an insert error names ("UNIQUE constraint failed: t.c"), else the table."""
+    for ci, col in enumerate(table.columns):
+        if re.search(rf"\b{table.name}\.{col.name}\b|\({col.name} IN\b|\b{col.name} IN \(", str(exc)):
+            return f"tables[{ti}].columns[{ci}] ({col.name})"
+    return f"tables[{ti}] ({table.name})"
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _seed_rows(table: Table, ti: int, done: dict[str, list[dict[str, Any]]], seed: int,
+               spec: DomainSpec) -> list[dict[str, Any]]:
+    from domains.spec import SpecError
+
+    rows: list[dict[str, Any]] = [{} for _ in range(table.rows)]
+    by_key = {name: {r[spec.table(name).primary_key]: r for r in rs} for name, rs in done.items()}
+    for ci, col in enumerate(table.columns):
+        where = f"{spec.path}: tables[{ti}].columns[{ci}] ({col.name})"
+        try:
+            problem = _seed_column(table, col, rows, done, by_key, seed)
+        except SEED_ERRORS as exc:
+            raise SpecError([f"{where}: seeding failed: {type(exc).__name__}: {_clip(str(exc))}"]) from None
+        if problem:
+            raise SpecError([f"{where}: {problem}"])
+    return rows
+
+
+def _seed_column(table: Table, col: Column, rows: list[dict[str, Any]], done: dict[str, list[dict[str, Any]]],
+                 by_key: dict[str, dict[Any, dict[str, Any]]], seed: int) -> str | None:
+    """Fill one column of every row; return the first problem with a produced value, or None."""
+    rng = random.Random(f"{seed}:{table.name}:{col.name}")
+    recipe = col.seed
+    kind = recipe["kind"]
+    if kind == "reference":
+        assert col.references is not None
+        parents = [r[col.references[1]] for r in done.get(col.references[0], rows)]
+        if recipe.get("unique"):
+            picks = rng.sample(parents, k=min(len(parents), table.rows)) + [None] * max(0, table.rows - len(parents))
+        else:
+            picks = [None if rng.random() < recipe.get("null_rate", 0.0) else rng.choice(parents) for _ in rows]
+        for r, v in zip(rows, picks):
+            r[col.name] = v
+        return _null_problem(table, col, picks)
+    formula = Formula(recipe["expr"]) if kind == "formula" else None
+    seen: set[Any] = set()
+    for i, r in enumerate(rows):
+        if kind == "sequence":
+            v = sequence_value(recipe, col.type, i)
+        elif kind == "lookup":
+            via = table.column(recipe["via"])
+            assert via is not None and via.references is not None
+            parent = by_key.get(via.references[0], {}).get(r[via.name])
+            v = None if parent is None else parent[recipe["column"]]
+        elif formula is not None:
+            v = formula(r, rng)
+            for _ in range(50):  # a formula that draws (randint, choice) may be drawn again
+                if not col.unique or v not in seen:
+                    break
+                v = formula(r, rng)
+        else:
+            v = draw(recipe, rng)
+            for attempt in range(50):
+                if not col.unique or v not in seen:
+                    break
+                v = draw(recipe, rng) if attempt < 40 else f"{v} {i}"
+        problem = value_problem(col, v)
+        if problem:
+            return f"row {i}: {problem} (column type {col.type})"
+        if col.type == "boolean" and v is not None:
+            v = 1 if v else 0
+        if col.unique and v is not None and v in seen:
+            return f"row {i}: the value {_show(v)} repeats in a unique column (the recipe has too few distinct values)"
+        seen.add(v)
+        r[col.name] = v
+    return _null_problem(table, col, [r[col.name] for r in rows])
+
+
+def _null_problem(table: Table, col: Column, values: list[Any]) -> str | None:
+    if col.nullable and col.name != table.primary_key:
+        return None
+    nulls = [i for i, v in enumerate(values) if v is None]
+    if nulls:
+        return f"row {nulls[0]}: no value (null) in a column that is not nullable ({len(nulls)} row(s))"
+    return None

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
+
+from domains.safeyaml import MAX_SPEC_BYTES, YamlLimitError, load_yaml
+from domains.sqlguard import EFFECT, READ, StatementGuard, StatementRefused
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "domain.schema.json"
 SQL_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 RESERVED_PARAMS = {"now"}
+KNOWN_FORMATS = {"date", "date-time", "email"}
 
 
 class SpecError(ValueError):
@@ -153,14 +156,32 @@ def load_spec(path: str | Path) -> DomainSpec:
     path = Path(path)
     label = path.name
     try:
-        text = path.read_text(encoding="utf-8")
+        if not path.is_file():
+            raise SpecError([f"{label}: cannot read: not a regular file"])
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise SpecError([f"{label}: the file is {size:,} bytes; a spec may be at most {MAX_SPEC_BYTES:,}"])
+        with path.open("rb") as fh:  # read at most the limit: the file may grow after the stat
+            data = fh.read(MAX_SPEC_BYTES + 1)
+        if len(data) > MAX_SPEC_BYTES:
+            raise SpecError([f"{label}: the file is over {MAX_SPEC_BYTES:,} bytes, the limit for a spec"])
+        text = data.decode("utf-8")
     except OSError as exc:
-        raise SpecError([f"{label}: cannot read: {exc.strerror}"]) from exc
+        raise SpecError([f"{label}: cannot read: {exc.strerror or exc}"]) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError([f"{label}: not UTF-8 text (byte {exc.start})"]) from exc
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError([f"{label}: not valid YAML: {exc}"]) from exc
+        raw = load_yaml(text)
+    except YamlLimitError as exc:
+        raise SpecError([f"{label}: {exc}"]) from exc
+    except Exception as exc:  # noqa: BLE001 - the YAML library raises several unrelated types on bad input
+        raise SpecError([f"{label}: not valid YAML: {_one_line(str(exc))}"]) from exc
     return parse_spec(raw, label=label, source=text)
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def parse_spec(raw: Any, label: str = "<spec>", source: str | None = None) -> DomainSpec:
@@ -219,7 +240,11 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
     """Checks the JSON Schema cannot express; each problem is ``path: message``."""
     from domains.ddl import schema_statements  # local: ddl imports this module's types
 
+    from domains.arguments import iso_problem
+
     problems: list[str] = []
+    if iso_problem(spec.now, "date-time"):
+        problems.append(f"now: {iso_problem(spec.now, 'date-time')}")
     tables = {t.name: t for t in spec.tables}
     if len(tables) != len(spec.tables):
         problems.append("tables: duplicate table names")
@@ -238,6 +263,7 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
             where = f"tables[{ti}].columns[{ci}]"
             problems += [f"{where}.{m}" for m in _column_problems(spec, t, c, tables, pk_owner)]
     db = sqlite3.connect(":memory:")
+    guard = StatementGuard(db, tables)
     try:
         for stmt in schema_statements(spec):
             db.execute(stmt)
@@ -249,7 +275,7 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
     for dup in sorted({n for n in tool_names if tool_names.count(n) > 1}):
         problems.append(f"tools: duplicate tool name {dup!r}")
     for i, tool in enumerate(spec.tools):
-        problems += [f"tools[{i}]{m}" for m in _tool_problems(spec, tool, tables, db)]
+        problems += [f"tools[{i}]{m}" for m in _tool_problems(spec, tool, tables, guard)]
     for name in tool_names:
         if name not in spec.utterances:
             problems.append(f"utterances: no utterances for tool {name!r}")
@@ -302,6 +328,13 @@ def _column_problems(spec: DomainSpec, t: Table, c: Column, tables: dict[str, Ta
         from domains.seeding import PROVIDERS
         if c.seed["provider"] not in PROVIDERS:
             out.append(f"seed.provider: unknown provider {c.seed['provider']!r}; known: {', '.join(sorted(PROVIDERS))}")
+    if kind in ("choice", "constant"):
+        from domains.seeding import value_problem
+        for v in (c.seed["values"] if kind == "choice" else [c.seed["value"]]):
+            problem = value_problem(c, v)
+            if problem:
+                out.append(f"seed.{'values' if kind == 'choice' else 'value'}: {problem} (column type {c.type})")
+                break
     if kind == "choice" and c.enum is not None:
         extra = [v for v in c.seed["values"] if v not in c.enum]
         if extra:
@@ -313,7 +346,7 @@ def _column_problems(spec: DomainSpec, t: Table, c: Column, tables: dict[str, Ta
     return out
 
 
-def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], db: sqlite3.Connection) -> list[str]:
+def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], guard: StatementGuard) -> list[str]:
     out = []
     if tool.entity not in tables:
         out.append(f".entity: unknown table {tool.entity!r}")
@@ -335,18 +368,27 @@ def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], db: s
         out.append(".effects: a write tool needs at least one effect")
     if tool.kind == "read" and tool.effects:
         out.append(".effects: a read tool cannot have effects")
-    statements = [(f".preconditions[{k}].sql", p.sql) for k, p in enumerate(tool.preconditions)]
-    statements += [(f".effects[{k}]", s) for k, s in enumerate(tool.effects)]
-    statements.append((".returns.sql", tool.returns_sql))
-    for where, sql in statements:
+    statements = [(f".preconditions[{k}].sql", READ, p.sql) for k, p in enumerate(tool.preconditions)]
+    statements += [(f".effects[{k}]", EFFECT, s) for k, s in enumerate(tool.effects)]
+    statements.append((".returns.sql", READ, tool.returns_sql))
+    for where, role, sql in statements:
         used = set(SQL_PARAM.findall(sql))
         if used - known:
             out.append(f"{where}: parameter {', '.join(':' + u for u in sorted(used - known))} is not declared")
             continue
+        # compiled under the role's authorizer: a read that writes, or any PRAGMA, is refused here
         try:
-            db.execute("EXPLAIN " + sql, {u: None for u in used})
+            guard.prepare(role, sql, {u: None for u in used})
+        except StatementRefused as exc:
+            out.append(f"{where}: {exc}")
+            continue
         except sqlite3.Error as exc:
             out.append(f"{where}: {_sql_message(str(exc))}")
+            continue
+        quoted = double_quoted_problem(guard, role, sql, {u: None for u in used})
+        if quoted:
+            out.append(f"{where}: {quoted}")
+    out += [f".parameters.properties.{m}" for m in _parameter_problems(tool, tables)]
     for k, p in enumerate(tool.preconditions):
         for slot in SLOT.findall(p.error):
             if slot not in known:
@@ -356,6 +398,85 @@ def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], db: s
             if slot not in declared:
                 out.append(f".mention: slot {{{slot}}} is not a parameter")
     return out
+
+
+def _parameter_problems(tool: Tool, tables: dict[str, Table]) -> list[str]:
+    """Date, datetime and e-mail parameters must declare their format, so the engine checks values strictly."""
+    types = {c.name: c.type for t in tables.values() for c in t.columns}
+    wanted = {"date": "date", "datetime": "date-time"}
+    out = []
+    for name, schema in tool.parameters.get("properties", {}).items():
+        if not isinstance(schema, dict) or schema.get("type") != "string":
+            continue
+        need = wanted.get(types.get(name, ""))
+        if need is None and "email" in name:
+            need = "email"
+        if need is not None and schema.get("format") != need:
+            article = "an" if need[0] in "aeiou" else "a"
+            out.append(f"{name}: {article} {need} parameter must declare format: {need} "
+                       f"(values are then checked strictly)")
+        fmt = schema.get("format")
+        if fmt is not None and fmt not in KNOWN_FORMATS:
+            out.append(f"{name}.format: unknown format {fmt!r}; known: {', '.join(sorted(KNOWN_FORMATS))}")
+    return out
+
+
+def double_quoted_problem(guard: StatementGuard, role: str, sql: str, params: dict[str, Any]) -> str | None:
+    """SQLite reads a double-quoted name that is no column as a string literal; compile the statement again
+    with every double-quoted name as a strict identifier ([name]) to find such names."""
+    strict, names = _strict_identifiers(sql)
+    if not names:
+        return None
+    try:
+        guard.prepare(role, strict, params)
+    except (sqlite3.Error, StatementRefused) as exc:
+        missing = re.match(r"no such column: (.+)", str(exc))
+        shown = f'"{missing.group(1)}"' if missing else ", ".join(f'"{n}"' for n in names)
+        return (f"double-quoted {shown} names no column (SQLite would silently read it as a string); "
+                f"write text in single quotes")
+    return None
+
+
+def _strict_identifiers(sql: str) -> tuple[str, list[str]]:
+    """``sql`` with each "name" outside strings and comments written [name], and the names found."""
+    out: list[str] = []
+    names: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'`\"":
+            j, text = i + 1, []
+            while j < n:  # a doubled quote inside the token stands for one quote
+                if sql[j] == ch and sql.startswith(ch * 2, j):
+                    text.append(ch)
+                    j += 2
+                elif sql[j] == ch:
+                    break
+                else:
+                    text.append(sql[j])
+                    j += 1
+            ident = "".join(text)
+            if ch == '"' and "]" not in ident:
+                names.append(ident)
+                out.append(f"[{ident}]")
+            else:
+                out.append(sql[i:j + 1])
+            i = j + 1
+            continue
+        if ch == "[":
+            j = sql.find("]", i)
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i) - 1
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2) + 1
+        else:
+            out.append(ch)
+            i += 1
+            continue
+        j = n - 1 if j < i else j
+        out.append(sql[i:j + 1])
+        i = j + 1
+    return "".join(out), names
 
 
 def _sql_message(msg: str) -> str:

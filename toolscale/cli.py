@@ -32,11 +32,12 @@ def _domains(args: argparse.Namespace) -> int:
 
 
 def _call(args: argparse.Namespace) -> int:
+    from domains.arguments import parse_arguments
     from domains.registry import get_engine
 
     try:
-        arguments: Any = json.loads(args.args)
-    except json.JSONDecodeError as exc:
+        arguments: Any = parse_arguments(args.args)
+    except ValueError as exc:
         print(f"error: --args is not valid JSON: {exc}", file=sys.stderr)
         return 2
     try:

@@ -38,7 +38,7 @@ def execution_check(gold: Replay, candidate: Replay) -> Check:
 
 
 def fidelity_check(communicate_info: tuple[str, ...], assistant_text: str) -> Check:
-    said = normalise(assistant_text)
+    said = normalise(assistant_text if isinstance(assistant_text, str) else "")  # an agent may send no text
     missing = [info for info in communicate_info if not _said(info, said)]
     if missing:
         return Check(False, f"not communicated: {', '.join(repr(m) for m in missing)}")

@@ -30,5 +30,13 @@ class Replay:
 
 
 def replay(engine: DomainEngine, calls: tuple[ToolCall, ...] | list[ToolCall]) -> Replay:
+    """Run ``calls`` in order; a call that is not a ``ToolCall`` (an agent's malformed output) is an error
+    result like any other bad call, never an exception."""
     db = engine.fresh()
-    return Replay(db, [db.call(c.name, c.arguments) for c in calls])
+    results = []
+    for c in calls if isinstance(calls, (tuple, list)) else ():
+        if isinstance(c, ToolCall):
+            results.append(db.call(c.name, c.arguments))
+        else:
+            results.append(ToolResult(False, error=f"not a tool call: {type(c).__name__}"))
+    return Replay(db, results)
