@@ -34,6 +34,9 @@ class ServerCommand:
 
 def server_command(endpoint: Endpoint, port: int | None = None, python: str = sys.executable) -> ServerCommand:
     """The command line that serves ``endpoint`` on 127.0.0.1 (on ``port`` if given, else its registry port)."""
+    if endpoint.server is None:
+        raise EndpointError(f"endpoint {endpoint.name!r} is not started by the project (no 'server' in the "
+                            f"registry); start it yourself or pick a llama_cpp or vllm endpoint")
     served = endpoint.with_port(port) if port is not None else endpoint
     if served.host not in ("127.0.0.1", "localhost"):
         raise EndpointError(f"endpoint {endpoint.name!r} is not local ({served.host}); the project serves only "
@@ -45,8 +48,7 @@ def server_command(endpoint: Endpoint, port: int | None = None, python: str = sy
         argv = ["vllm", "serve", endpoint.model, "--host", "127.0.0.1", "--port", str(served.port),
                 "--served-model-name", endpoint.model]
     else:
-        raise EndpointError(f"endpoint {endpoint.name!r} is not started by the project (no 'server' in the "
-                            f"registry); start it yourself or pick a llama_cpp or vllm endpoint")
+        raise EndpointError(f"endpoint {endpoint.name!r}: unknown server kind {endpoint.server!r}")
     return ServerCommand(argv, served)
 
 
