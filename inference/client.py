@@ -27,7 +27,7 @@ from inference.budget import Budget, BudgetExceeded
 from inference.cache import DiskCache, request_key
 from inference.endpoints import Endpoint, EndpointError
 from inference.pricing import PricingLookup, price_for
-from inference.records import CallRecord, write_llm_calls
+from inference.records import CallRecord, StageOutcome, write_llm_calls
 
 __all__ = ["BudgetExceeded", "ChatReply", "ChatRequest", "LLMClient", "ToolCall", "force_tool"]
 
@@ -190,11 +190,12 @@ class LLMClient:
                 "cost_usd": sum(r.cost_usd or 0.0 for r in records),
                 "failures": dict(self.failures()), "attempt_failures": dict(self.attempt_failures)}
 
-    def flush_records(self, warehouse: str | Path) -> int:
-        """Write the records collected so far to ``llm_calls`` in one transaction and forget them."""
+    def flush_records(self, warehouse: str | Path, outcomes: list[StageOutcome] | None = None) -> int:
+        """Write the records collected so far to ``llm_calls`` (and any stage outcomes) in one transaction and
+        forget them."""
         with self._lock:
             pending = list(self.records)
-        written = write_llm_calls(warehouse, pending)
+        written = write_llm_calls(warehouse, pending, outcomes)
         with self._lock:
             del self.records[:len(pending)]  # records appended meanwhile stay for the next flush
         return written

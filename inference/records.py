@@ -7,11 +7,14 @@ readers never see a half-written batch and a failed flush changes nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from collections import Counter
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -47,10 +50,24 @@ class CallRecord:
     task_id: str | None = None
 
 
-def write_llm_calls(path: str | Path, records: list[CallRecord]) -> int:
-    """Write ``records`` into ``llm_calls`` in one transaction; rewriting a call_id replaces its row. Returns the
-    number of rows written."""
-    if not records:
+@dataclass(frozen=True)
+class StageOutcome:
+    """What one run of an LLM stage produced: counts for ``llm_stage_runs``, refusals for ``llm_stage_rejections``."""
+
+    run_id: str
+    stage: str
+    endpoint: str
+    attempted: int
+    accepted: int
+    rejections: list[dict[str, str | None]]  # subject_id, reason, detail, output
+    snapshot_id: str | None = None
+
+
+def write_llm_calls(path: str | Path, records: list[CallRecord], outcomes: list[StageOutcome] | None = None) -> int:
+    """Write ``records`` into ``llm_calls`` (and stage outcomes into their tables) in one transaction; rewriting a
+    call_id (or a run's stage) replaces its rows. Returns the number of call rows written."""
+    outcomes = outcomes or []
+    if not records and not outcomes:
         return 0
     path = Path(path)
     with writer_lock(path):
@@ -62,11 +79,19 @@ def write_llm_calls(path: str | Path, records: list[CallRecord]) -> int:
             ensure_schema(tmp)
             con = duckdb.connect(str(tmp))
             try:
-                frame = pd.DataFrame([asdict(r) for r in records])
-                cols = ", ".join(frame.columns)
-                con.register("_incoming_calls", frame)
                 con.execute("BEGIN")
-                con.execute(f"INSERT OR REPLACE INTO llm_calls ({cols}) SELECT {cols} FROM _incoming_calls")
+                _insert(con, "llm_calls", [asdict(r) for r in records])
+                now = datetime.now(timezone.utc).replace(tzinfo=None)
+                for o in outcomes:
+                    con.execute("DELETE FROM llm_stage_rejections WHERE run_id = ? AND stage = ?", [o.run_id, o.stage])
+                _insert(con, "llm_stage_runs", [{
+                    "run_id": o.run_id, "stage": o.stage, "created_at": now, "endpoint": o.endpoint,
+                    "snapshot_id": o.snapshot_id, "attempted": o.attempted, "accepted": o.accepted,
+                    "acceptance_rate": o.accepted / o.attempted if o.attempted else 0.0,
+                    "rejection_reasons_json": json.dumps(Counter(r["reason"] for r in o.rejections), sort_keys=True)}
+                    for o in outcomes])
+                _insert(con, "llm_stage_rejections", [{"run_id": o.run_id, "stage": o.stage, **r}
+                                                      for o in outcomes for r in o.rejections])
                 con.execute("COMMIT")
                 con.execute("CHECKPOINT")
             finally:
@@ -77,3 +102,16 @@ def write_llm_calls(path: str | Path, records: list[CallRecord]) -> int:
         finally:
             tmp.unlink(missing_ok=True)
     return len(records)
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:
+    """Bulk upsert through a DataFrame (table names are ours, never input)."""
+    if not rows:
+        return
+    frame = pd.DataFrame(rows)
+    cols = ", ".join(frame.columns)
+    con.register("_incoming_rows", frame)
+    try:
+        con.execute(f"INSERT OR REPLACE INTO {table} ({cols}) SELECT {cols} FROM _incoming_rows")
+    finally:
+        con.unregister("_incoming_rows")

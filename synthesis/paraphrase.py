@@ -14,16 +14,20 @@ from typing import Any
 
 from inference.budget import BudgetExceeded
 from inference.client import ChatRequest, LLMClient
+from inference.records import StageOutcome
 from synthesis.requests import show
 from synthesis.task import Task
 from verifiers.checks import normalise
 from verifiers.verify import check_task
 
 STAGE = "paraphrase"
-SYSTEM = ("You rewrite messages that customers send to a support agent. Rewrite the customer's message in "
-          "different words, as the same person might write it. Keep every id, name, date, time, number and "
-          "amount exactly as written. Do not add anything. Reply with the rewritten message only.")
-DIGITS = re.compile(r"[\w.:/+-]*\d[\w.:/+-]*")
+SYSTEM = ("You rewrite messages that customers send to a support agent, in different words, as the same person "
+          "might write them. Copy every listed value exactly. Add nothing. Reply with the rewritten message only.")
+# one worked example: a 135M model follows a shown pattern far better than a described one
+EXAMPLE = ("Rewrite: Could you cancel booking BK0042 for me? Then change my phone to 555-0101.\n"
+           "Keep exactly: BK0042, 555-0101",
+           "Please cancel my booking BK0042, and after that update my phone number to 555-0101.")
+DIGITS = re.compile(r"[\w.:/+@-]*\d[\w.:/+@-]*")
 MAX_GROWTH = 3.0  # a rewrite more than 3x longer than the original is chatter, not a paraphrase
 
 
@@ -59,6 +63,13 @@ class ParaphraseResult:
     def acceptance_rate(self) -> float:
         return len(self.accepted) / self.attempted if self.attempted else 0.0
 
+    def outcome(self, llm: LLMClient) -> StageOutcome:
+        """The run's outcome for the warehouse: ``llm.flush_records(warehouse, [result.outcome(llm)])``."""
+        return StageOutcome(run_id=llm.run_id, stage=STAGE, endpoint=llm.endpoint.name, attempted=self.attempted,
+                            accepted=len(self.accepted), snapshot_id=llm.snapshot_id,
+                            rejections=[{"subject_id": r.task_id, "reason": r.reason, "detail": r.detail,
+                                         "output": r.paraphrase} for r in self.rejections])
+
     def summary(self) -> dict[str, Any]:
         return {"stage": STAGE, "attempted": self.attempted, "accepted": len(self.accepted),
                 "acceptance_rate": round(self.acceptance_rate, 4),
@@ -78,7 +89,11 @@ def required_values(task: Task) -> list[str]:
 
 
 def judge(task: Task, paraphrase: str, kill_threshold: float = 0.9) -> Rejection | None:
-    """None when ``paraphrase`` may replace the task's request, else the first reason it may not."""
+    """None when ``paraphrase`` may replace the task's request, else the first reason it may not.
+
+    Not caught: a rewrite that keeps every value but asks for something else. The gold calls do not depend on the
+    text, so verification cannot see it, and MiniLM similarity does not separate it either (measured: a faithful
+    hand-written rewrite scored 0.75, a SmolLM2 rewrite that dropped a condition 0.86)."""
     original = task.reason_for_call()
     if not paraphrase:
         return Rejection(task.task_id, "empty", "the model returned no text", paraphrase)
@@ -108,11 +123,10 @@ def judge(task: Task, paraphrase: str, kill_threshold: float = 0.9) -> Rejection
     return None
 
 
-def paraphrase_tasks(tasks: list[Task], llm: LLMClient, *, temperature: float = 0.7, max_tokens: int = 160,
+def paraphrase_tasks(tasks: list[Task], llm: LLMClient, *, temperature: float = 0.3, max_tokens: int = 160,
                      kill_threshold: float = 0.9) -> ParaphraseResult:
     """Ask ``llm`` for one rewrite per task (concurrently, cached) and keep those that pass ``judge``."""
-    requests = [ChatRequest(messages=[{"role": "system", "content": SYSTEM},
-                                      {"role": "user", "content": t.reason_for_call()}],
+    requests = [ChatRequest(messages=prompt(t),
                             params={"temperature": temperature, "max_tokens": max_tokens,
                                     "seed": int(t.content_hash()[:8], 16)},
                             stage=STAGE, task_id=t.task_id) for t in tasks]
@@ -130,6 +144,14 @@ def paraphrase_tasks(tasks: list[Task], llm: LLMClient, *, temperature: float = 
         else:
             result.rejections.append(rejection)
     return result
+
+
+def prompt(task: Task) -> list[dict[str, str]]:
+    """The chat that asks for one rewrite: instructions, one worked example, then the task's request and the values
+    that must survive."""
+    ask = f"Rewrite: {task.reason_for_call()}\nKeep exactly: {', '.join(required_values(task))}"
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": EXAMPLE[0]},
+            {"role": "assistant", "content": EXAMPLE[1]}, {"role": "user", "content": ask}]
 
 
 def clean(text: str) -> str:

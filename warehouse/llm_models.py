@@ -29,3 +29,30 @@ class LLMCall(SQLModel, table=True):
     error_kind: str | None = None  # NULL on success; see docs/llm.md for the kinds
     error_detail: str | None = None
     finish_reason: str | None = None
+
+
+class LLMStageRun(SQLModel, table=True):
+    """One run of an LLM stage of the factory (paraphrase, evolution, ...): how many outputs passed the gate."""
+
+    __tablename__ = "llm_stage_runs"
+    run_id: str = Field(primary_key=True)
+    stage: str = Field(primary_key=True)
+    created_at: datetime
+    endpoint: str
+    snapshot_id: str | None = None
+    attempted: int
+    accepted: int
+    acceptance_rate: float = Field(sa_type=Double)
+    rejection_reasons_json: str  # {"lost_value": 5, ...}
+
+
+class LLMStageRejection(SQLModel, table=True):
+    """An LLM output that a stage's gate refused, with the reason, kept for inspection."""
+
+    __tablename__ = "llm_stage_rejections"
+    run_id: str = Field(primary_key=True)
+    stage: str = Field(primary_key=True)
+    subject_id: str = Field(primary_key=True)  # what the output was for, e.g. the task id
+    reason: str
+    detail: str
+    output: str | None = None

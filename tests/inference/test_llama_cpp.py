@@ -9,8 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -20,32 +18,15 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not install
 
 from inference.budget import Budget  # noqa: E402
 from inference.client import LLMClient, force_tool  # noqa: E402
-from inference.endpoints import Endpoint, check_health, load_endpoints  # noqa: E402
+from inference.endpoints import check_health, load_endpoints  # noqa: E402
 from inference.pricing import Price, table_lookup  # noqa: E402
-from inference.server import ManagedServer  # noqa: E402
-from tests.inference.counting_proxy import CountingProxy  # noqa: E402
+from tests.inference.conftest import Local  # noqa: E402
 
 pytestmark = pytest.mark.llm
-SERVER_PORT = 8310
 SERVE_CLI_PORT = 8311
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather for a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-
-
-@dataclass
-class Local:
-    server: ManagedServer
-    proxy: CountingProxy
-    endpoint: Endpoint  # reaches the server through the proxy
-
-
-@pytest.fixture(scope="session")
-def local() -> Iterator[Local]:
-    endpoint = load_endpoints().get("local-smollm2")
-    with ManagedServer(endpoint, port=SERVER_PORT, startup_timeout_s=120) as server:
-        with CountingProxy(SERVER_PORT) as proxy:
-            yield Local(server, proxy, endpoint.with_port(proxy.port))
 
 
 def test_completion(local: Local, tmp_path: Path) -> None:
