@@ -358,7 +358,8 @@ def _reply_from_body(body: dict[str, Any], key: str, *, cache_hit: bool, attempt
     calls = []
     for i, call in enumerate(message.get("tool_calls") or []):
         fn = call["function"]
-        arguments_json = fn.get("arguments") if isinstance(fn.get("arguments"), str) else json.dumps(fn.get("arguments"))
+        raw_arguments = fn.get("arguments")
+        arguments_json = raw_arguments if isinstance(raw_arguments, str) else json.dumps(raw_arguments)
         try:
             parsed = json.loads(arguments_json)
         except (TypeError, ValueError):

@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from inference.budget import BudgetExceeded
 from inference.client import ChatRequest, LLMClient
 from inference.records import StageOutcome
 from synthesis.requests import show
@@ -174,5 +173,5 @@ def _rewritten(task: Task, paraphrase: str) -> ParaphrasedTask:
                            distractors=list(task.distractors), paraphrase=paraphrase)
 
 
-__all__ = ["BudgetExceeded", "ParaphraseResult", "ParaphrasedTask", "Rejection", "judge", "paraphrase_tasks",
+__all__ = ["ParaphraseResult", "ParaphrasedTask", "Rejection", "judge", "paraphrase_tasks",
            "required_values"]

@@ -24,6 +24,7 @@ class Local:
 
 @pytest.fixture(scope="session")
 def local() -> Iterator[Local]:
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (pip install -e .[llm])")
     endpoint = load_endpoints().get("local-smollm2")
     with ManagedServer(endpoint, port=SERVER_PORT, startup_timeout_s=120) as server:
         with CountingProxy(SERVER_PORT) as proxy:

@@ -16,6 +16,7 @@ from synthesis.generate import _base_candidate
 from synthesis.paraphrase import ParaphrasedTask, clean, judge, paraphrase_tasks, required_values
 from synthesis.task import Task
 from synthesis.toolgraph import ToolGraph
+from tests.inference.conftest import Local
 from verifiers.verify import check_task
 
 REASONS = {"llm_error", "budget_exceeded", "empty", "unchanged", "too_long", "lost_value", "added_value",
@@ -92,11 +93,10 @@ def test_a_paraphrased_task_keeps_gold_and_lineage(tasks: list[Task]) -> None:
 
 
 @pytest.mark.llm
-def test_paraphrase_end_to_end_on_the_local_model(local: object, tmp_path: Path) -> None:
-    pytest.importorskip("llama_cpp")
+def test_paraphrase_end_to_end_on_the_local_model(local: Local, tmp_path: Path) -> None:
     sample = _weather_tasks(8, seed=7)  # measured here: 2 of these 8 rewrites pass the gate
     warehouse = tmp_path / "wh.duckdb"
-    with LLMClient(local.endpoint, cache_dir=tmp_path / "cache", stage="unused-default") as llm:  # type: ignore[attr-defined]
+    with LLMClient(local.endpoint, cache_dir=tmp_path / "cache", stage="unused-default") as llm:
         result = paraphrase_tasks(sample, llm, max_tokens=96)
         llm.flush_records(warehouse, [result.outcome(llm)])
     summary = result.summary()
