@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any
 
+from toolscale.cli_llm import add_parsers as add_llm_parsers
+
 
 def _domains(args: argparse.Namespace) -> int:
     from domains.registry import available_domains, get_spec
@@ -158,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     _warehouse_arg(p)
     p.set_defaults(func=_export)
+    add_llm_parsers(sub)
     return parser
 
 

@@ -8,6 +8,7 @@ import duckdb
 from sqlmodel import SQLModel, create_engine
 
 from warehouse import models  # noqa: F401 - registers the tables on SQLModel.metadata
+from warehouse import llm_models  # noqa: F401 - the LLM layer's tables (llm_calls)
 
 VIEWS = {
     "latest_tasks": """

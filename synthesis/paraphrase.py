@@ -1,0 +1,177 @@
+"""The paraphrase stage: an LLM rewrites a task's user request in other words; the rewrite is kept only if every
+value the user needs survives verbatim and the task still verifies. Rejections are kept with their reasons.
+
+Values the user needs are: what the user knows (the task's known info), every gold-call argument the request
+spells out, and every token of the request that carries a digit (ids, dates, times, amounts).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from inference.client import ChatRequest, LLMClient
+from inference.records import StageOutcome
+from synthesis.requests import show
+from synthesis.task import Task
+from verifiers.checks import normalise
+from verifiers.verify import check_task
+
+STAGE = "paraphrase"
+SYSTEM = ("You rewrite messages that customers send to a support agent, in different words, as the same person "
+          "might write them. Copy every listed value exactly. Add nothing. Reply with the rewritten message only.")
+# one worked example: a 135M model follows a shown pattern far better than a described one
+EXAMPLE = ("Rewrite: Could you cancel booking BK0042 for me? Then change my phone to 555-0101.\n"
+           "Keep exactly: BK0042, 555-0101",
+           "Please cancel my booking BK0042, and after that update my phone number to 555-0101.")
+DIGITS = re.compile(r"[\w.:/+@-]*\d[\w.:/+@-]*")
+MAX_GROWTH = 3.0  # a rewrite more than 3x longer than the original is chatter, not a paraphrase
+
+
+@dataclass
+class ParaphrasedTask(Task):
+    """A task whose user request is the accepted rewrite; everything else (gold calls, answers) is the parent's."""
+
+    paraphrase: str = ""
+
+    def reason_for_call(self) -> str:
+        return self.paraphrase
+
+
+@dataclass(frozen=True)
+class Rejection:
+    task_id: str
+    reason: str  # llm_error | budget_exceeded | empty | unchanged | too_long | lost_value | added_value
+    # | leaks_answer | not_verified
+    detail: str
+    paraphrase: str | None
+
+
+@dataclass
+class ParaphraseResult:
+    accepted: list[ParaphrasedTask] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+
+    @property
+    def attempted(self) -> int:
+        return len(self.accepted) + len(self.rejections)
+
+    @property
+    def acceptance_rate(self) -> float:
+        return len(self.accepted) / self.attempted if self.attempted else 0.0
+
+    def outcome(self, llm: LLMClient) -> StageOutcome:
+        """The run's outcome for the warehouse: ``llm.flush_records(warehouse, [result.outcome(llm)])``."""
+        return StageOutcome(run_id=llm.run_id, stage=STAGE, endpoint=llm.endpoint.name, attempted=self.attempted,
+                            accepted=len(self.accepted), snapshot_id=llm.snapshot_id,
+                            rejections=[{"subject_id": r.task_id, "reason": r.reason, "detail": r.detail,
+                                         "output": r.paraphrase} for r in self.rejections])
+
+    def summary(self) -> dict[str, Any]:
+        return {"stage": STAGE, "attempted": self.attempted, "accepted": len(self.accepted),
+                "acceptance_rate": round(self.acceptance_rate, 4),
+                "rejection_reasons": dict(Counter(r.reason for r in self.rejections))}
+
+
+def required_values(task: Task) -> list[str]:
+    """The strings a rewrite of ``task``'s request must contain verbatim, in order of first appearance."""
+    original = task.reason_for_call()
+    values: list[str] = []
+    known = task.instructions()["known_info"] or ""
+    values += [item.split(": ", 1)[1] for item in known.split("; ") if ": " in item]
+    values += [show(v) for c in task.gold_calls for v in c.arguments.values()
+               if v is not None and show(v) and show(v) in original]
+    values += [m.group(0).rstrip(".:-/") for m in DIGITS.finditer(original)]
+    return [v for v in dict.fromkeys(values) if v and v in original]
+
+
+def judge(task: Task, paraphrase: str, kill_threshold: float = 0.9) -> Rejection | None:
+    """None when ``paraphrase`` may replace the task's request, else the first reason it may not.
+
+    Not caught: a rewrite that keeps every value but asks for something else. The gold calls do not depend on the
+    text, so verification cannot see it, and MiniLM similarity does not separate it either (measured: a faithful
+    hand-written rewrite scored 0.75, a SmolLM2 rewrite that dropped a condition 0.86)."""
+    original = task.reason_for_call()
+    if not paraphrase:
+        return Rejection(task.task_id, "empty", "the model returned no text", paraphrase)
+    if normalise(paraphrase) == normalise(original):
+        return Rejection(task.task_id, "unchanged", "the rewrite is the original request", paraphrase)
+    if len(paraphrase) > MAX_GROWTH * len(original):
+        return Rejection(task.task_id, "too_long", f"{len(paraphrase)} characters for an original of "
+                                                   f"{len(original)}", paraphrase)
+    lost = [v for v in required_values(task) if not _contains(paraphrase, v)]
+    if lost:
+        return Rejection(task.task_id, "lost_value", "missing: " + ", ".join(repr(v) for v in lost), paraphrase)
+    original_tokens = {m.group(0).rstrip(".:-/") for m in DIGITS.finditer(original)}
+    added = [t for t in dict.fromkeys(m.group(0).rstrip(".:-/") for m in DIGITS.finditer(paraphrase))
+             if t not in original_tokens]
+    if added:
+        return Rejection(task.task_id, "added_value", "values the user never gave: "
+                         + ", ".join(repr(v) for v in added), paraphrase)
+    leaked = [i for i in task.communicate_info if normalise(i) in normalise(paraphrase)
+              and normalise(i) not in normalise(original)]
+    if leaked:
+        return Rejection(task.task_id, "leaks_answer", "the request now says what the agent must find: "
+                         + ", ".join(repr(i) for i in leaked), paraphrase)
+    rewritten = _rewritten(task, paraphrase)
+    ok, reason = check_task(rewritten.verifiable()).admissible(kill_threshold)
+    if not ok:
+        return Rejection(task.task_id, "not_verified", reason, paraphrase)
+    return None
+
+
+def paraphrase_tasks(tasks: list[Task], llm: LLMClient, *, temperature: float = 0.3, max_tokens: int = 160,
+                     kill_threshold: float = 0.9) -> ParaphraseResult:
+    """Ask ``llm`` for one rewrite per task (concurrently, cached) and keep those that pass ``judge``."""
+    requests = [ChatRequest(messages=prompt(t),
+                            params={"temperature": temperature, "max_tokens": max_tokens,
+                                    "seed": int(t.content_hash()[:8], 16)},
+                            stage=STAGE, task_id=t.task_id) for t in tasks]
+    result = ParaphraseResult()
+    for task, reply in zip(tasks, llm.chat_many(requests)):
+        if not reply.ok:
+            reason = "budget_exceeded" if reply.error_kind == "budget_exceeded" else "llm_error"
+            result.rejections.append(Rejection(task.task_id, reason, f"{reply.error_kind}: {reply.error_detail}",
+                                               None))
+            continue
+        text = clean(reply.text or "")
+        rejection = judge(task, text, kill_threshold)
+        if rejection is None:
+            result.accepted.append(_rewritten(task, text))
+        else:
+            result.rejections.append(rejection)
+    return result
+
+
+def prompt(task: Task) -> list[dict[str, str]]:
+    """The chat that asks for one rewrite: instructions, one worked example, then the task's request and the values
+    that must survive."""
+    ask = f"Rewrite: {task.reason_for_call()}\nKeep exactly: {', '.join(required_values(task))}"
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": EXAMPLE[0]},
+            {"role": "assistant", "content": EXAMPLE[1]}, {"role": "user", "content": ask}]
+
+
+def clean(text: str) -> str:
+    """The rewrite without wrapping quotes or a lead-in line such as 'Here is the rewritten message:'."""
+    text = text.strip()
+    first, _, rest = text.partition("\n")
+    if rest.strip() and first.rstrip().endswith(":"):
+        text = rest.strip()
+    return text.strip("\"“”").strip()
+
+
+def _contains(text: str, value: str) -> bool:
+    # words may change case at the start of a sentence; ids, dates and amounts must match exactly
+    return value in text or (value.replace(" ", "").isalpha() and value.lower() in text.lower())
+
+
+def _rewritten(task: Task, paraphrase: str) -> ParaphrasedTask:
+    return ParaphrasedTask(domain=task.domain, seed=task.seed, requests=list(task.requests), style=task.style,
+                           evolved_from=task.task_id, operator=STAGE, depth=task.depth,
+                           distractors=list(task.distractors), paraphrase=paraphrase)
+
+
+__all__ = ["ParaphraseResult", "ParaphrasedTask", "Rejection", "judge", "paraphrase_tasks",
+           "required_values"]
