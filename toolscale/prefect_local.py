@@ -115,8 +115,24 @@ def prefect_api(log: Path) -> Iterator[str]:
         os.environ["PREFECT_API_URL"] = url
         yield url
     finally:
+        _drain_prefect_senders()
         os.environ.pop("PREFECT_API_URL", None)
         _stop(server)
+
+
+def _drain_prefect_senders(timeout: float = 15.0) -> None:
+    """Send the queued log lines and events while the server still runs; at interpreter exit they would hit
+    a stopped server and each retry for minutes."""
+    if "prefect" not in sys.modules:
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        try:
+            worker.drain_all(timeout=timeout)
+        except Exception:  # best effort: a failed drain must not hide the run's own outcome
+            pass
 
 
 def _stop(server: subprocess.Popen[bytes]) -> None:
