@@ -5,8 +5,11 @@ Run it once from Python (the CLI does the same)::
     from flows.regenerate import run_regenerate
     run_regenerate(domains=["weather"], tasks_per_domain=20, task_runner="dask")
 
-or as a deployment (``prefect.yaml``: ``weekly`` on a cron schedule, ``smoke`` for quick checks)::
+or as a deployment (``prefect.yaml``: ``weekly`` on a cron schedule, ``smoke`` for quick checks), against a
+server that stays up::
 
+    prefect server start --port 4200 &
+    export PREFECT_API_URL=http://127.0.0.1:4200/api
     prefect work-pool create toolscale-process --type process
     prefect --no-prompt deploy --name smoke
     prefect worker start --pool toolscale-process
