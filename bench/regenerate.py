@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from domains.registry import DOMAIN_NAMES
-from toolscale.regenerate import RegenerateConfig, regenerate
+from pipeline.regenerate import RegenerateConfig, regenerate
 
 
 def run(size: str, workers: int, use_flow: bool) -> dict[str, Any]:

@@ -1,18 +1,21 @@
-"""Check a domain spec against the project's bar: ``python -m domains.check PATH_OR_NAME ...``.
+"""Check a domain spec against the project's bar: ``python -m domains.check PATH_OR_NAME ...``
+(a spec file, a domain folder, or a domain's name; ``--domains-dir DIR`` for your own folder).
 
 Loads the spec, materialises seed 0, runs every tool example and prints what falls short: fewer than 4
 FK-linked tables, fewer than 6 write tools, a write tool without a precondition, a tool without both a
 passing and a failing example, an example that does not behave as declared, or a failing call that changed
-the database. Exit status 1 when anything falls short.
+the database. Exit status 1 when anything falls short, 2 for a usage error (no argument, nothing found).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 from pathlib import Path
 
 from domains.engine import DomainEngine
-from domains.registry import TABLE5, spec_path
+from domains.registry import DOMAINS_DIR_ENV, TABLE5, spec_path
 from domains.spec import DomainSpec, SpecError, load_spec
 
 
@@ -54,15 +57,52 @@ def shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
     return out
 
 
-def main(argv: list[str]) -> int:
+def resolve(arg: str) -> Path:
+    """A spec file, a domain folder (``<dir>/<dir name>.yaml``) or a known domain's name -> its spec file."""
+    path = Path(arg)
+    if arg.endswith((".yaml", ".yml")):
+        return path
+    if path.is_dir():
+        spec = path / f"{path.resolve().name}.yaml"
+        if not spec.is_file():
+            raise CheckUsageError(f"folder {arg} holds no {spec.name}")
+        return spec
+    if os.sep in arg or arg.startswith("."):
+        raise CheckUsageError(f"{arg} is neither a spec file nor a folder")
+    try:
+        return spec_path(arg)
+    except KeyError as exc:
+        raise CheckUsageError(str(exc.args[0])) from None
+
+
+class CheckUsageError(ValueError):
+    """A command-line argument names no spec."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m domains.check",
+                                     description="Check domain specs against the project's bar. Exit status: "
+                                                 "0 all pass, 1 something falls short, 2 usage error.")
+    parser.add_argument("specs", nargs="+", metavar="PATH_OR_NAME",
+                        help="a spec file, a domain folder, or the name of a known domain")
+    parser.add_argument("--domains-dir", metavar="DIR", help="a folder of your own domains, to check them by name")
+    args = parser.parse_args(argv)
+    if args.domains_dir:
+        os.environ[DOMAINS_DIR_ENV] = os.pathsep.join(filter(None, [args.domains_dir,
+                                                                    os.environ.get(DOMAINS_DIR_ENV)]))
     status = 0
-    for arg in argv:
-        path = Path(arg) if arg.endswith((".yaml", ".yml")) else spec_path(arg)
+    for arg in args.specs:
+        try:
+            path = resolve(arg)
+        except (CheckUsageError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = max(status, 2)
+            continue
         try:
             spec = load_spec(path)
         except SpecError as exc:
             print(f"FAIL {path}:\n  " + "\n  ".join(exc.problems))
-            status = 1
+            status = max(status, 1)
             continue
         try:
             engine = DomainEngine(spec, 0)
@@ -76,9 +116,9 @@ def main(argv: list[str]) -> int:
               f"{sum(t.rows for t in spec.tables)} rows, {len(spec.tools)} tools ({writes} write)")
         for p in problems:
             print(f"  - {p}")
-        status |= bool(problems)
+        status = max(status, int(bool(problems)))
     return status
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:] or ["weather"]))
+    sys.exit(main())

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
-import re
 import sqlite3
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import jsonschema

@@ -1,7 +1,15 @@
-"""The shipped domains and ToolScale's published per-domain figures (paper, Table 5)."""
+"""Where domains come from: every ``<name>/<name>.yaml`` under the shipped folder or a user's folders, plus
+ToolScale's published per-domain figures (paper, Table 5).
+
+A domain is only its folder: nothing here lists names by hand. A user's own domains live in extra folders
+named by ``$TOOLSCALE_DOMAINS_DIR`` (several joined with ``os.pathsep``); the CLI's ``--domains-dir`` sets it
+so that worker processes see the same domains.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from functools import cache
 from pathlib import Path
 
@@ -9,8 +17,7 @@ from domains.engine import DomainEngine
 from domains.spec import DomainSpec, load_spec
 
 DOMAINS_DIR = Path(__file__).resolve().parent
-DOMAIN_NAMES = ("finance", "sport", "ecommerce", "medicine", "entertainment", "railway", "restaurant",
-                "education", "travel", "weather")
+DOMAINS_DIR_ENV = "TOOLSCALE_DOMAINS_DIR"
 # ToolScale Table 5: (tools, database rows, tasks) per domain; our domains must meet or exceed each figure.
 TABLE5 = {
     "finance": (22, 686, 396), "sport": (19, 423, 247), "ecommerce": (15, 577, 343),
@@ -18,24 +25,92 @@ TABLE5 = {
     "restaurant": (23, 683, 348), "education": (21, 816, 426), "travel": (15, 752, 331),
     "weather": (14, 549, 375),
 }
+# a domain without a Table 5 figure gets this many tasks when no count is asked for
+DEFAULT_TASKS = 300
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
-def spec_path(name: str) -> Path:
-    return DOMAINS_DIR / name / f"{name}.yaml"
+def _discover(folder: Path) -> dict[str, Path]:
+    if not folder.is_dir():
+        return {}
+    return {sub.name: sub / f"{sub.name}.yaml" for sub in sorted(folder.iterdir())
+            if _NAME.fullmatch(sub.name) and (sub / f"{sub.name}.yaml").is_file()}
+
+
+def extra_dirs() -> list[Path]:
+    """The user's domain folders from ``$TOOLSCALE_DOMAINS_DIR``, in the order given."""
+    raw = os.environ.get(DOMAINS_DIR_ENV, "")
+    return [Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip()]
+
+
+def check_extra_dirs() -> None:
+    """Raise ``ValueError`` naming the first folder in ``$TOOLSCALE_DOMAINS_DIR`` that is unusable."""
+    for folder in extra_dirs():
+        if not folder.is_dir():
+            raise ValueError(f"domains folder {folder} does not exist or is not a folder")
+
+
+def domain_paths() -> dict[str, Path]:
+    """Every known domain and its spec file: shipped ones in Table 5 order, then the rest by name.
+    A user's folder cannot redefine a domain that already exists (one name, one spec)."""
+    return dict(_domain_paths(os.environ.get(DOMAINS_DIR_ENV, "")))
+
+
+@cache
+def _domain_paths(env_value: str) -> dict[str, Path]:
+    # keyed by the variable's value: lookups sit on hot paths (every tool call), folders are scanned once
+    found = _discover(DOMAINS_DIR)
+    for folder in extra_dirs():
+        for name, path in _discover(folder).items():
+            if name in found and found[name] != path:
+                raise ValueError(f"domain {name!r} is defined twice: {found[name]} and {path}")
+            found[name] = path
+    return {name: found[name] for name in sorted(found, key=domain_order)}
+
+
+def domain_order(name: str) -> tuple[int, str]:
+    """Canonical order of domains (it fixes the order of records, hence snapshot ids)."""
+    order = list(TABLE5)
+    return (order.index(name), "") if name in TABLE5 else (len(order), name)
 
 
 def available_domains() -> list[str]:
-    return [n for n in DOMAIN_NAMES if spec_path(n).exists()]
+    return list(domain_paths())
+
+
+# the shipped domains, discovered; kept as a name because tests and benches iterate over them
+DOMAIN_NAMES = tuple(sorted(_discover(DOMAINS_DIR), key=domain_order))
+
+
+def unknown_domain(name: str) -> str:
+    return f"unknown domain {name!r}; known: {', '.join(available_domains())}"
+
+
+def spec_path(name: str) -> Path:
+    paths = domain_paths()
+    if name not in paths:
+        raise KeyError(unknown_domain(name))
+    return paths[name]
+
+
+def default_task_count(name: str) -> int:
+    return TABLE5[name][2] if name in TABLE5 else DEFAULT_TASKS
 
 
 @cache
+def _load(path: Path) -> DomainSpec:
+    return load_spec(path)
+
+
 def get_spec(name: str) -> DomainSpec:
-    if name not in DOMAIN_NAMES:
-        raise KeyError(f"unknown domain {name!r}; known: {', '.join(DOMAIN_NAMES)}")
-    return load_spec(spec_path(name))
+    return _load(spec_path(name))
 
 
 @cache
+def _engine(path: Path, seed: int) -> DomainEngine:
+    return DomainEngine(_load(path), seed)
+
+
 def get_engine(name: str, seed: int = 0) -> DomainEngine:
     """The materialised domain for (name, seed), built once per process."""
-    return DomainEngine(get_spec(name), seed)
+    return _engine(spec_path(name), seed)

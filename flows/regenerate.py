@@ -1,12 +1,15 @@
-"""Prefect flow ``regenerate-toolscale``: the plain job in ``toolscale.regenerate``, with shards as Prefect tasks.
+"""Prefect flow ``regenerate-toolscale``: the plain job in ``pipeline.regenerate``, with shards as Prefect tasks.
 
 Run it once from Python (the CLI does the same)::
 
     from flows.regenerate import run_regenerate
     run_regenerate(domains=["weather"], tasks_per_domain=20, task_runner="dask")
 
-or as a deployment (``prefect.yaml``: ``weekly`` on a cron schedule, ``smoke`` for quick checks)::
+or as a deployment (``prefect.yaml``: ``weekly`` on a cron schedule, ``smoke`` for quick checks), against a
+server that stays up::
 
+    prefect server start --port 4200 &
+    export PREFECT_API_URL=http://127.0.0.1:4200/api
     prefect work-pool create toolscale-process --type process
     prefect --no-prompt deploy --name smoke
     prefect worker start --pool toolscale-process
@@ -52,7 +55,8 @@ from prefect.futures import wait
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
 from synthesis.generate import ShardConfig
-from toolscale.regenerate import RegenerateConfig, default_warehouse, regenerate, run_shard
+from pipeline.lifecycle import exit_when_orphaned
+from pipeline.regenerate import RegenerateConfig, default_warehouse, regenerate, run_shard
 from toolscale.version import code_version
 from warehouse.writer import PublishResult
 
@@ -63,6 +67,7 @@ TASK_RUNNERS = ("processes", "threads", "dask", "dask:<scheduler address>")
 @task(name="shard", task_run_name="{shard.shard_id}", cache_policy=NONE, persist_result=False)
 def shard_task(cfg: RegenerateConfig, shard: ShardConfig, flow_code_version: str) -> dict[str, Any]:
     """Generate (or resume) one shard; returns its small summary, the records stay in the shard file."""
+    exit_when_orphaned()  # in a pool or Dask worker: do not outlive a killed run
     if code_version() != flow_code_version:
         # shard files live under the config hash, which includes the code version: they would be lost
         raise RuntimeError(f"this worker runs code {code_version()} but the flow runs {flow_code_version}; "

@@ -1,4 +1,9 @@
-"""The ``toolscale`` command: one CLI for the project."""
+"""The ``toolscale`` command: one CLI for the project.
+
+Exit status: 0 ok; 1 the quality gate failed (``regenerate``) or the tool returned an error (``call``);
+2 bad options or input; 3 the run itself failed (the message names the log to read); 130 interrupted.
+Every error is one line on stderr (``TOOLSCALE_DEBUG=1`` adds the traceback).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,22 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+import traceback
+from typing import NoReturn
 
 from toolscale.cli_llm import add_parsers as add_llm_parsers
+from toolscale.options import (UsageError, check_domains_dir, check_warehouse_source, fraction, int_at_least,
+                               json_object)
+
+MAX_SEED = 2**31 - 1
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (with where to find help), not the whole usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see: {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 def _domains(args: argparse.Namespace) -> int:
@@ -33,20 +51,30 @@ def _domains(args: argparse.Namespace) -> int:
     return 0
 
 
+def _known_domain(name: str) -> None:
+    from domains.registry import available_domains, unknown_domain
+
+    if name not in available_domains():
+        raise UsageError(unknown_domain(name))
+
+
+def _tools(args: argparse.Namespace) -> int:
+    from toolscale.tools_cmd import as_json, describe, render
+
+    _known_domain(args.domain)
+    info = describe(args.domain, args.seed)
+    print(as_json(info) if args.json else render(info))
+    return 0
+
+
 def _call(args: argparse.Namespace) -> int:
-    from domains.arguments import parse_arguments
     from domains.registry import get_engine
 
-    try:
-        arguments: Any = parse_arguments(args.args)
-    except ValueError as exc:
-        print(f"error: --args is not valid JSON: {exc}", file=sys.stderr)
-        return 2
-    try:
-        engine = get_engine(args.domain, args.seed)
-    except KeyError as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
-        return 2
+    arguments = json_object(args.args)
+    _known_domain(args.domain)
+    engine = get_engine(args.domain, args.seed)
+    if args.tool not in engine.tools:
+        raise UsageError(f"{args.domain} has no tool {args.tool!r}; list them with: toolscale tools {args.domain}")
     with engine.fresh() as db:
         result = db.call(args.tool, arguments)
     if result.ok:
@@ -56,47 +84,16 @@ def _call(args: argparse.Namespace) -> int:
     return 1
 
 
-def _warehouse_arg(parser: argparse.ArgumentParser) -> None:
-    from toolscale.regenerate import default_warehouse
-
-    parser.add_argument("--warehouse", default=default_warehouse(),
-                        help="DuckDB file (default: $TOOLSCALE_WAREHOUSE or warehouse/toolscale.duckdb)")
-
-
 def _regenerate(args: argparse.Namespace) -> int:
-    # with no Prefect server configured the flow starts a temporary one; on a fresh PREFECT_HOME and a busy
-    # 2-core machine that takes longer than Prefect's default 20 s wait
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    from flows.regenerate import run_regenerate
+    from toolscale.regenerate_cmd import run
 
-    params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,
-                              "evolution_rounds": args.evolution_rounds, "kill_threshold": args.kill_threshold,
-                              "near_dup_threshold": args.near_dup_threshold, "warehouse": args.warehouse,
-                              "work_dir": args.work_dir, "task_runner": args.task_runner}
-    if args.domains:
-        params["domains"] = args.domains
-    outcome = run_regenerate(**params)
-    from warehouse.reader import connect_readonly, list_snapshots
-
-    con = connect_readonly(args.warehouse)
-    try:
-        snap = next(s for s in list_snapshots(con) if s["snapshot_id"] == outcome["snapshot_id"])
-    finally:
-        con.close()
-    print(f"snapshot {snap['snapshot_id']} {snap['status']}: {snap['tasks']} tasks from {snap['candidates']} "
-          f"candidates (yield {snap['yield']:.1%}), evolved {snap['evolved_fraction']:.1%}, "
-          f"median kill rate {snap['median_kill_rate']:.3f}, gold errors {snap['gold_errors']}, "
-          f"no-op passes {snap['noop_passes']}, {outcome['seconds']}s")
-    for domain, n in sorted(snap["per_domain"].items()):
-        print(f"  {domain:<15}{n:>6}")
-    if snap["rejection_reasons"]:
-        print("  rejected: " + ", ".join(f"{k} {v}" for k, v in snap["rejection_reasons"].items()))
-    return 0 if snap["status"] == "published" else 1
+    return run(args)
 
 
 def _snapshots(args: argparse.Namespace) -> int:
     from warehouse.reader import connect_readonly, list_snapshots
 
+    check_warehouse_source(args.warehouse)
     con = connect_readonly(args.warehouse)
     try:
         snaps = list_snapshots(con)
@@ -115,38 +112,65 @@ def _snapshots(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from warehouse.exports import export_hf, export_tau2
 
+    check_warehouse_source(args.warehouse)
     exporter = export_hf if args.format == "hf" else export_tau2
     result = exporter(args.warehouse, args.snapshot, args.out)
     print(f"exported {result['rows']} tasks of {result['snapshot_id']} as {args.format} to {args.out}")
     return 0
 
 
+def _warehouse_arg(parser: argparse.ArgumentParser) -> None:
+    default = os.environ.get("TOOLSCALE_WAREHOUSE", "warehouse/toolscale.duckdb")
+    parser.add_argument("--warehouse", default=default,
+                        help="DuckDB file (default: $TOOLSCALE_WAREHOUSE or warehouse/toolscale.duckdb)")
+
+
+def _domains_dir_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--domains-dir", metavar="DIR",
+                        help="a folder of your own domains (DIR/<name>/<name>.yaml), besides the shipped ones; "
+                             "also $TOOLSCALE_DOMAINS_DIR")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="toolscale", description="ToolScale Factory")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="toolscale", description="ToolScale Factory: domains, tool calls, regeneration, exports",
+                    epilog="exit status: 0 ok, 1 quality gate failed / tool returned an error, 2 bad options or "
+                           "input, 3 the run failed")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    seed = int_at_least(0, MAX_SEED)
+
     p = sub.add_parser("domains", help="per domain: tables, rows, read tools, write tools")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    _domains_dir_arg(p)
     p.set_defaults(func=_domains)
+
+    p = sub.add_parser("tools", help="a domain's tools: parameters, a working example call, sample ids")
+    p.add_argument("domain")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a listing")
+    p.add_argument("--seed", type=seed, default=0)
+    _domains_dir_arg(p)
+    p.set_defaults(func=_tools)
+
     p = sub.add_parser("call", help="run one tool call on a fresh seeded database")
     p.add_argument("domain")
     p.add_argument("tool")
     p.add_argument("--args", default="{}", help="the call's arguments as a JSON object")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
+    _domains_dir_arg(p)
     p.set_defaults(func=_call)
 
-    from domains.registry import DOMAIN_NAMES
-
     p = sub.add_parser("regenerate", help="run the regenerate-toolscale flow locally and publish a snapshot")
-    p.add_argument("--domains", nargs="+", choices=DOMAIN_NAMES, help="default: all ten")
-    p.add_argument("--tasks-per-domain", type=int, default=None, help="default: ToolScale's Table 5 counts")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--evolution-rounds", type=int, default=2)
-    p.add_argument("--kill-threshold", type=float, default=0.9)
-    p.add_argument("--near-dup-threshold", type=float, default=0.9)
-    p.add_argument("--work-dir", default="work", help="shard files; a rerun resumes from them")
+    p.add_argument("--domains", nargs="+", metavar="DOMAIN", help="default: the ten shipped domains")
+    p.add_argument("--tasks-per-domain", type=int_at_least(1), default=None,
+                   help="the least number of tasks per domain (more may come); default: ToolScale's Table 5 counts")
+    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--evolution-rounds", type=int_at_least(0, 10), default=2)
+    p.add_argument("--kill-threshold", type=fraction, default=0.9, help="0 to 1")
+    p.add_argument("--near-dup-threshold", type=fraction, default=0.9, help="0 to 1")
+    p.add_argument("--work-dir", default="work", help="shard files and the Prefect log; a rerun resumes from them")
     p.add_argument("--task-runner", default="processes",
                    help="processes (default) | threads | dask | dask:<scheduler address>")
     _warehouse_arg(p)
+    _domains_dir_arg(p)
     p.set_defaults(func=_regenerate)
 
     p = sub.add_parser("snapshots", help="list the warehouse's snapshots")
@@ -164,19 +188,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), "")
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        status = _dispatch(argv)
+        sys.stdout.flush()  # a closed pipe (| head) must show up here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        # the reader stopped reading (| head): quietly stop writing too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _dispatch(argv: list[str] | None) -> int:
     from domains.spec import SpecError
+    from toolscale.prefect_local import ServerError
     from warehouse.reader import WarehouseError
 
     args = build_parser().parse_args(argv)
     try:
+        check_domains_dir(getattr(args, "domains_dir", None))
         return int(args.func(args))
+    except BrokenPipeError:
+        raise
+    except UsageError as exc:
+        return _fail(str(exc), 2)
     except SpecError as exc:
-        print("error: a domain spec is invalid:\n  " + "\n  ".join(exc.problems), file=sys.stderr)
-        return 2
+        more = f" (and {len(exc.problems) - 1} more; run: python -m domains.check)" if len(exc.problems) > 1 else ""
+        return _fail(f"a domain spec is invalid: {_first_line(exc.problems[0])}{more}", 2)
     except (WarehouseError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(_first_line(str(exc)), 2)
+    except ServerError as exc:
+        return _fail(str(exc), 3)
+    except KeyboardInterrupt:
+        return _fail("interrupted; rerun the same command to resume", 130)
+    except Exception as exc:  # anything else: one line, and where to look
+        where = getattr(args, "work_dir", None)
+        hint = f"; details in {os.path.join(where, 'prefect.log')}" if where else ""
+        return _fail(f"{type(exc).__name__}: {_first_line(str(exc)) or 'no message'}{hint}", 3)
+
+
+def _fail(message: str, status: int) -> int:
+    if os.environ.get("TOOLSCALE_DEBUG"):
+        traceback.print_exc()
+    print(f"error: {message}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_VERSION = "0.1.0"
-SOURCE_PATHS = ("domains", "synthesis", "verifiers", "warehouse/quality.py", "toolscale/regenerate.py")
+SOURCE_PATHS = ("domains", "synthesis", "verifiers", "warehouse/quality.py", "pipeline")
 
 
 @cache

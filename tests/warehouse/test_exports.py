@@ -15,7 +15,7 @@ import pytest
 from datasets import load_from_disk
 
 from domains.registry import get_spec
-from toolscale.regenerate import RegenerateConfig, regenerate
+from pipeline.regenerate import RegenerateConfig, regenerate
 from warehouse.exports import TAU2_SCHEMA_PATH, TaskSchemaError, export_hf, export_tau2
 from warehouse.reader import WarehouseError
 

@@ -1,6 +1,6 @@
 """Regenerate a ToolScale snapshot: plan shards, run them (resumably), dedup, gate, publish.
 
-Plain Python; ``flows/regenerate.py`` wires the same steps into Prefect. Shard results are files under
+Plain Python, below the CLI; ``flows/regenerate.py`` wires the same steps into Prefect. Shard results are files under
 ``<work_dir>/<config_hash>/``: a rerun after a crash loads finished shards instead of recomputing them.
 """
 
@@ -19,8 +19,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from domains.registry import DOMAIN_NAMES, TABLE5, get_engine, get_spec
+from domains.registry import (DOMAIN_NAMES, DOMAINS_DIR, available_domains, default_task_count, domain_order,
+                              get_engine, get_spec, spec_path, unknown_domain)
 from synthesis.dedup import dedup, minilm
+from pipeline.lifecycle import exit_when_orphaned
 from synthesis.generate import ShardConfig, generate_shard
 from toolscale.version import code_version
 from warehouse.quality import run_quality_suite
@@ -50,10 +52,11 @@ class RegenerateConfig:
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # processes for shards (local runs)
 
     def requested(self) -> dict[str, int]:
-        unknown = [d for d in self.domains if d not in DOMAIN_NAMES]
+        known = available_domains()
+        unknown = [d for d in self.domains if d not in known]
         if unknown:
-            raise ValueError(f"unknown domain(s) {', '.join(unknown)}; known: {', '.join(DOMAIN_NAMES)}")
-        return {d: self.tasks_per_domain if self.tasks_per_domain is not None else TABLE5[d][2]
+            raise ValueError(unknown_domain(unknown[0]))
+        return {d: self.tasks_per_domain if self.tasks_per_domain is not None else default_task_count(d)
                 for d in self.domains}
 
     def identity(self) -> dict[str, Any]:
@@ -63,6 +66,10 @@ class RegenerateConfig:
             ident.pop(key)
         ident["domains"] = sorted(self.domains)
         ident["code_version"] = code_version()
+        # a user's own domain is not covered by the code version: its spec's hash decides its data instead
+        own = {d: get_spec(d).spec_hash for d in sorted(self.domains) if DOMAINS_DIR not in spec_path(d).parents}
+        if own:
+            ident["user_specs"] = own
         return ident
 
     def config_hash(self) -> str:
@@ -74,6 +81,34 @@ class RegenerateConfig:
     def shard(self, domain: str, index: int) -> ShardConfig:
         return ShardConfig(domain, self.seed, index, self.base_per_shard, self.evolution_rounds,
                            kill_threshold=self.kill_threshold)
+
+
+def published_snapshot(cfg: RegenerateConfig) -> str | None:
+    """The id of a snapshot of exactly this configuration (same config hash, so same code and data) that the
+    warehouse already holds as published, or None. Cheap: lets a rerun stop before any shard work."""
+    import duckdb
+
+    from warehouse.reader import WarehouseError
+
+    path = Path(cfg.warehouse)
+    if not path.exists():
+        return None
+    if not path.is_file():  # a folder or a FIFO (opening a FIFO would block forever)
+        raise WarehouseError(f"warehouse {path} is not a regular file")
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"warehouse {path} cannot be opened as DuckDB: {str(exc).splitlines()[0]}") from None
+    try:
+        if not con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'snapshots'").fetchone():
+            return None
+        row = con.execute("SELECT snapshot_id FROM snapshots WHERE config_hash = ? AND status = 'published' "
+                          "ORDER BY created_at DESC LIMIT 1", [cfg.config_hash()]).fetchone()
+        return str(row[0]) if row else None
+    except duckdb.Error as exc:
+        raise WarehouseError(f"warehouse {path} cannot be read: {str(exc).splitlines()[0]}") from None
+    finally:
+        con.close()
 
 
 def initial_plan(cfg: RegenerateConfig) -> list[ShardConfig]:
@@ -116,15 +151,14 @@ def run_local(cfg: RegenerateConfig, batch: list[ShardConfig]) -> Iterator[dict[
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=min(cfg.workers, len(batch))) as pool:
+    with ProcessPoolExecutor(max_workers=min(cfg.workers, len(batch)), initializer=exit_when_orphaned) as pool:
         yield from (f.result() for f in as_completed([pool.submit(run_shard, cfg, s) for s in batch]))
 
 
 def load_records(cfg: RegenerateConfig, shards: Iterable[ShardConfig]) -> list[dict[str, Any]]:
     """Every candidate of the given shards in canonical order (domain order, shard index, position)."""
-    order = {d: i for i, d in enumerate(DOMAIN_NAMES)}
     records = []
-    for shard in sorted(shards, key=lambda s: (order[s.domain], s.shard)):
+    for shard in sorted(shards, key=lambda s: (domain_order(s.domain), s.shard)):
         result = json.loads(shard_file(cfg, shard).read_text())
         for i, rec in enumerate(result["records"]):
             rec["candidate_id"] = f"{shard.shard_id}-{i:05d}"
@@ -231,8 +265,10 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     started = time.perf_counter()
     timings = {"shards_s": 0.0, "dedup_s": 0.0}
     run = run or (lambda batch: run_local(cfg, batch))
+    warm = None
     if cfg.workers > 1:  # load the embedding model while the shards run elsewhere; dedup needs it at the end
-        threading.Thread(target=minilm, name="warm-minilm", daemon=True).start()
+        warm = threading.Thread(target=minilm, name="warm-minilm")
+        warm.start()
     shards = initial_plan(cfg)
     batch = shards
     progress(f"config {cfg.config_hash()} (code {code_version()}): {len(batch)} shards for {sum(cfg.requested().values())} tasks")
@@ -242,6 +278,9 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
             how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
             progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
         timings["shards_s"] += time.perf_counter() - tick
+        if warm is not None:  # joined, never left running: a loader thread alive at exit aborts the interpreter
+            warm.join()
+            warm = None
         tick = time.perf_counter()
         records = load_records(cfg, shards)
         counts = dedup(records, cfg.near_dup_threshold)

@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from toolscale.regenerate import RegenerateConfig, regenerate
+from pipeline.regenerate import RegenerateConfig, regenerate
 
 SMALL = {"domains": ["weather", "sport"], "tasks_per_domain": 40, "workers": 1, "base_per_shard": 8}
 
@@ -78,8 +78,8 @@ def test_rerunning_a_published_config_is_a_no_op(reference: Any) -> None:
 
 KILLER = """
 import os, signal, sys
-from toolscale.regenerate import RegenerateConfig, regenerate
-import toolscale.regenerate as job
+from pipeline.regenerate import RegenerateConfig, regenerate
+import pipeline.regenerate as job
 cfg = RegenerateConfig(**json.loads(sys.argv[1]))
 mode = sys.argv[2]
 seen = []

@@ -1,0 +1,144 @@
+"""Checks on the CLI's options, run before any work starts; each failure is one ``UsageError`` line."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+TASK_RUNNERS = "processes | threads | dask | dask:<scheduler address>"
+DASK_DEFAULT_PORT = 8786
+PROBE_SECONDS = 3.0
+
+
+class UsageError(ValueError):
+    """Bad options or input: the CLI prints the message and exits with status 2."""
+
+
+def int_at_least(low: int, high: int | None = None) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"between {low} and {high}"
+            raise argparse.ArgumentTypeError(f"{value} is out of range; it must be {bound}")
+        return value
+    parse.__name__ = "whole number"
+    return parse
+
+
+def fraction(text: str) -> float:
+    """A finite number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is out of range; it must be a number from 0 to 1")
+    return value
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """A call's arguments, parsed as strictly as an agent's are (one object, no duplicate keys, bounded)."""
+    from domains.arguments import parse_arguments
+
+    try:
+        return parse_arguments(text)
+    except ValueError as exc:
+        raise UsageError(f"--args rejected (not valid JSON call arguments): {exc}") from None
+
+
+def check_domains_dir(folder: str | None) -> None:
+    """Make ``--domains-dir`` visible to this process and every worker it starts (via the environment)."""
+    from domains.registry import DOMAINS_DIR_ENV, check_extra_dirs, domain_paths
+
+    if folder:
+        path = Path(folder).expanduser()
+        if not path.is_dir():
+            raise UsageError(f"--domains-dir {folder} is not a folder")
+        earlier = os.environ.get(DOMAINS_DIR_ENV)
+        os.environ[DOMAINS_DIR_ENV] = os.pathsep.join([str(path.resolve()), *([earlier] if earlier else [])])
+    try:
+        check_extra_dirs()
+        domain_paths()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def check_domains(names: list[str] | None) -> None:
+    from domains.registry import available_domains, unknown_domain
+
+    if not names:
+        return
+    known = available_domains()
+    for name in names:
+        if name not in known:
+            raise UsageError(unknown_domain(name))
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise UsageError(f"--domains names {', '.join(repeated)} more than once")
+
+
+def check_task_runner(spec: str) -> None:
+    """Known runner, and for ``dask:ADDR`` a scheduler that answers within a few seconds."""
+    if spec in ("processes", "threads", "dask"):
+        return
+    if not spec.startswith("dask:"):
+        raise UsageError(f"--task-runner {spec!r} is not one of: {TASK_RUNNERS}")
+    address = spec.partition(":")[2]
+    host, port = scheduler_host_port(address)
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_SECONDS):
+            pass
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise UsageError(f"cannot reach the Dask scheduler at {address} ({reason}); "
+                         "start it first (dask scheduler) or use --task-runner processes") from None
+
+
+def scheduler_host_port(address: str) -> tuple[str, int]:
+    """``tcp://host:port``, ``host:port`` or ``host`` (port 8786) -> (host, port)."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    if not rest or "/" in rest:
+        raise UsageError(f"--task-runner dask:{address} has no usable scheduler address; "
+                         "write it like dask:tcp://10.0.0.5:8786")
+    host, sep, port_text = rest.rpartition(":") if rest.count(":") == 1 or rest.startswith("[") else ("", "", "")
+    if not sep:
+        return rest.strip("[]"), DASK_DEFAULT_PORT
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise UsageError(f"--task-runner dask:{address}: {port_text!r} is not a port number")
+    return host.strip("[]"), int(port_text)
+
+
+def check_work_dir(work_dir: str) -> None:
+    path = Path(work_dir)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--work-dir {work_dir} exists and is not a folder")
+    probe = path if path.exists() else next((p for p in path.absolute().parents if p.exists()), Path("/"))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"--work-dir {work_dir} cannot be written (no write permission on {probe})")
+
+
+def check_warehouse_target(warehouse: str) -> None:
+    """The place ``regenerate`` will publish to must be a (future) regular file in a writable folder."""
+    path = Path(warehouse)
+    if path.exists() and not path.is_file():
+        raise UsageError(f"--warehouse {warehouse} is not a regular file")
+    folder = path.absolute().parent
+    probe = folder if folder.exists() else next((p for p in folder.parents if p.exists()), Path("/"))
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"--warehouse {warehouse} cannot be written (no write permission on {probe})")
+
+
+def check_warehouse_source(warehouse: str) -> None:
+    """A warehouse to read must exist and be a regular file (opening a FIFO would block forever)."""
+    path = Path(warehouse)
+    if not path.exists():
+        raise UsageError(f"no warehouse at {warehouse}; run `toolscale regenerate` first or pass --warehouse")
+    if not path.is_file():
+        raise UsageError(f"--warehouse {warehouse} is not a regular file")

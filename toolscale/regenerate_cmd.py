@@ -1,0 +1,87 @@
+"""``toolscale regenerate``: check everything, stop early when the configuration is already published, else run
+the Prefect flow on a run-owned temporary server and report the snapshot (exit 1 when its gate failed)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from toolscale.options import (check_domains, check_task_runner, check_warehouse_target,
+                               check_work_dir)
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    check_domains(args.domains)
+    check_task_runner(args.task_runner)
+    check_work_dir(args.work_dir)
+    check_warehouse_target(args.warehouse)
+    from pipeline.regenerate import RegenerateConfig, published_snapshot
+
+    cfg = RegenerateConfig(tasks_per_domain=args.tasks_per_domain, seed=args.seed,
+                           evolution_rounds=args.evolution_rounds, kill_threshold=args.kill_threshold,
+                           near_dup_threshold=args.near_dup_threshold, warehouse=args.warehouse,
+                           work_dir=args.work_dir)
+    if args.domains:
+        cfg.domains = list(args.domains)
+    where = Path(args.warehouse).absolute()
+    done = published_snapshot(cfg)  # decided by the config hash alone: no server, no shard work
+    if done is not None:
+        print(f"already published, unchanged: {done} (config {cfg.config_hash()}, "
+              f"{time.perf_counter() - started:.1f}s)")
+        print(f"warehouse: {where}")
+        return 0
+
+    from toolscale.prefect_local import prefect_api, quiet_prefect_logs
+
+    log = quiet_prefect_logs(Path(args.work_dir))
+    print(f"config {cfg.config_hash()}: regenerating {', '.join(cfg.domains)} into {where} "
+          f"(Prefect log: {log})", flush=True)
+    with prefect_api(log):
+        from flows.regenerate import run_regenerate
+
+        params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,
+                                  "evolution_rounds": args.evolution_rounds, "kill_threshold": args.kill_threshold,
+                                  "near_dup_threshold": args.near_dup_threshold, "warehouse": args.warehouse,
+                                  "work_dir": args.work_dir, "task_runner": args.task_runner}
+        if args.domains:
+            params["domains"] = args.domains
+        outcome = run_regenerate(**params)
+    return report(args.warehouse, outcome["snapshot_id"], outcome["seconds"])
+
+
+def report(warehouse: str, snapshot_id: str, seconds: float) -> int:
+    """Print the snapshot's figures and where it is; 0 when published, 1 (with the failed expectations) if not."""
+    from warehouse.reader import connect_readonly, list_snapshots
+
+    con = connect_readonly(warehouse)
+    try:
+        snap = next(s for s in list_snapshots(con) if s["snapshot_id"] == snapshot_id)
+        row = con.execute("SELECT quality_json FROM snapshots WHERE snapshot_id = ?", [snapshot_id]).fetchone()
+    finally:
+        con.close()
+    quality = json.loads(row[0] or "{}") if row else {}
+    print(f"snapshot {snap['snapshot_id']} {snap['status']}: {snap['tasks']} tasks from {snap['candidates']} "
+          f"candidates (yield {_fmt(snap['yield'], '.1%')}), evolved {_fmt(snap['evolved_fraction'], '.1%')}, "
+          f"median kill rate {_fmt(snap['median_kill_rate'], '.3f')}, gold errors {snap['gold_errors']}, "
+          f"no-op passes {snap['noop_passes']}, {seconds}s")
+    for domain, n in sorted(snap["per_domain"].items()):
+        print(f"  {domain:<15}{n:>6}")
+    if snap["rejection_reasons"]:
+        print("  rejected: " + ", ".join(f"{k} {v}" for k, v in snap["rejection_reasons"].items()))
+    print(f"warehouse: {Path(warehouse).absolute()}")
+    if snap["status"] == "published":
+        return 0
+    failures = quality.get("failures") or ["(no failure recorded)"]
+    print(f"error: snapshot {snapshot_id} failed the quality gate ({len(failures)} expectation(s)): "
+          + "; ".join(failures), file=sys.stderr)
+    return 1
+
