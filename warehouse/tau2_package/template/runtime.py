@@ -13,7 +13,6 @@ import inspect
 import json
 import re
 import sqlite3
-from functools import cache
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
 
@@ -88,13 +87,16 @@ class DomainData:
         self.policy = (data_dir / "policy.md").read_text(encoding="utf-8")
         self.db_model = _db_model(self)
         self._seeded_image: bytes | None = None
-
-    @cache
-    def seeded_db(self) -> dict[str, Any]:
-        return json.loads((self.data_dir / "db.json").read_text(encoding="utf-8"))
+        self._seeded_model: DB | None = None
+        self.seeded_hash: str | None = None
 
     def load_db(self) -> DB:
-        return self.db_model.model_validate(self.seeded_db())
+        """The seeded database, validated once: environments share it until their first write replaces it
+        (the toolkit never changes a DB model in place; tau2's ``update_db`` builds a new one too)."""
+        if self._seeded_model is None:
+            raw = json.loads((self.data_dir / "db.json").read_text(encoding="utf-8"))
+            self._seeded_model = self.db_model.model_validate(raw)
+        return self._seeded_model
 
     def connect(self, db: DB, seeded: bool) -> sqlite3.Connection:
         """A sqlite3 database holding ``db``; the seeded one is built once and then copied (fast)."""
@@ -178,8 +180,33 @@ class SpecToolKit(ToolKitBase):
     domain: DomainData  # set on each generated subclass
 
     def __init__(self, db: DB, seeded: bool = False):
+        self._db, self._stale, self._hash = db, False, None
         super().__init__(db)
         self.conn = self.domain.connect(db, seeded)
+
+    @property
+    def db(self) -> DB:
+        """The DB model tau2 hashes; rebuilt from sqlite only when read after a write (writes stay cheap)."""
+        if self._stale:
+            self._db = self.domain.db_model.model_validate(_dump(self.conn, self.domain))
+            self._stale = False
+        return self._db
+
+    @db.setter
+    def db(self, value: DB) -> None:
+        self._db, self._stale, self._hash = value, False, None
+
+    def get_db_hash(self) -> str:
+        """tau2's hash of ``db``, memoised per state (the seeded state's once per process)."""
+        if self._hash is None or self._stale:
+            seeded = not self._stale and self._db is self.domain.load_db()
+            if seeded and self.domain.seeded_hash is not None:
+                self._hash = self.domain.seeded_hash
+            else:
+                self._hash = super().get_db_hash()
+                if seeded:
+                    self.domain.seeded_hash = self._hash
+        return self._hash
 
     def get_tools(self) -> dict[str, Tool]:
         tools: dict[str, Tool] = {}
@@ -213,7 +240,7 @@ class SpecToolKit(ToolKitBase):
             self._undo()
             raise CallError(f"{name} failed: {exc}") from None
         if self.conn.total_changes != before:
-            self.db = self.domain.db_model.model_validate(_dump(self.conn, self.domain))
+            self._stale, self._hash = True, None
         return json.dumps(output, ensure_ascii=False, default=str)
 
     def _undo(self) -> None:
