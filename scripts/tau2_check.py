@@ -91,26 +91,31 @@ def check_task(domain: str, task: Task, write_tools: set[str], schemas: dict[str
         return {"task_id": task.id, "skipped": skip}
     said = " ".join((task.evaluation_criteria.communicate_info or [])) or "Done."
     result: dict[str, Any] = {"task_id": task.id}
-    result["gold"] = score(domain, task, trajectory(new_env(), task, gold, said))
+    env = new_env()
+    gold_messages = trajectory(env, task, gold, said)
+    result["gold"] = score(domain, task, gold_messages)
+    result["replay"] = {"observations": [m.content for m in gold_messages[2:-1:2]],
+                        "final_db": env.tools.db.model_dump()}
     result["empty"] = score(domain, task, trajectory(new_env(), task, [], "I cannot help with that."))
     name, arguments = gold[last_write]
     properties = schemas[name].get("properties", {})
-    tried: list[tuple[str, Any, float, bool]] = []
+    tried: list[dict[str, Any]] = []
     for arg, value in arguments.items():
         for other in altered_values(value, properties.get(arg, {})):
-            calls = gold[:last_write] + [(name, {**arguments, arg: other})] + gold[last_write + 1:]
-            env = new_env()
-            messages = trajectory(env, task, calls, said)
-            refused = messages[2 * last_write + 2].error  # the altered call's own tool message
-            tried.append((arg, other, score(domain, task, messages), refused))
-            if not refused:
+            altered = {**arguments, arg: other}
+            messages = trajectory(new_env(), task, gold[:last_write] + [(name, altered)] + gold[last_write + 1:], said)
+            observed = messages[2 * last_write + 2]  # the altered call's own tool message
+            tried.append({"tool": name, "position": last_write, "arguments": altered, "argument": arg,
+                          "refused_by_tool": observed.error, "observation": observed.content,
+                          "reward": score(domain, task, messages)})
+            if not observed.error:
                 break
-        if tried and not tried[-1][3]:
+        if tried and not tried[-1]["refused_by_tool"]:
             break
     # the first alteration the tool accepted (a real alternative world), else the first one tried (refused)
-    arg, other, reward, refused = next((t for t in tried if not t[3]), tried[0] if tried else (None, None, None, True))
-    result["altered"] = reward
-    result["altered_call"] = {"tool": name, "argument": arg, "value": other, "refused_by_tool": refused}
+    chosen = next((t for t in tried if not t["refused_by_tool"]), tried[0] if tried else None)
+    result["altered"] = chosen["reward"] if chosen else None
+    result["altered_call"] = chosen
     return result
 
 
@@ -150,14 +155,16 @@ def check_domain(export_dir: Path, domain: str, limit: int | None) -> dict[str, 
             skipped[result["skipped"]] += 1
         else:
             results.append(result)
+    replays = {r["task_id"]: {**r.pop("replay"), "altered": r["altered_call"]} for r in results}
     failures = [r for r in results if r["gold"] != 1.0 or r["empty"] != 0.0 or r["altered"] != 0.0]
     return {
         "tau2_domain": name, "evaluated": len(results), "skipped": dict(skipped),
         "gold": dict(Counter(str(r["gold"]) for r in results)),
         "empty": dict(Counter(str(r["empty"]) for r in results)),
         "altered": dict(Counter(str(r["altered"]) for r in results)),
-        "altered_calls_refused_by_tool": sum(r["altered_call"]["refused_by_tool"] for r in results),
-        "failures": failures,
+        "altered_calls_refused_by_tool": sum(bool(r["altered_call"] and r["altered_call"]["refused_by_tool"])
+                                             for r in results),
+        "failures": failures, "replays": replays,
     }
 
 
@@ -167,9 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("domains", nargs="+")
     parser.add_argument("--min-tasks", type=int, default=30, help="fail when a domain has fewer write tasks")
     parser.add_argument("--limit", type=int, default=None, help="check at most this many tasks per domain")
+    parser.add_argument("--replays", type=Path, default=None,
+                        help="write each checked task's gold observations and final database here (JSON)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     report = {d: check_domain(args.export_dir, d, args.limit) for d in args.domains}
+    replays = {d: r.pop("replays") for d, r in report.items()}
+    if args.replays:
+        args.replays.write_text(json.dumps(replays, ensure_ascii=False, default=str), encoding="utf-8")
     short = [d for d, r in report.items() if r["evaluated"] < args.min_tasks]
     ok = not short and not any(r["failures"] for r in report.values())
     print(json.dumps({"ok": ok, "too_few_tasks": short, "seconds": round(time.perf_counter() - started, 2),
