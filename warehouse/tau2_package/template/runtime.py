@@ -86,6 +86,7 @@ class DomainData:
         self.validators = {name: ArgumentValidator(t["parameters"]) for name, t in self.tools.items()}
         self.policy = (data_dir / "policy.md").read_text(encoding="utf-8")
         self.db_model = _db_model(self)
+        self.toolkit = _toolkit_class(self)
         self._seeded_image: bytes | None = None
         self._seeded_model: DB | None = None
         self.seeded_hash: str | None = None
@@ -97,6 +98,26 @@ class DomainData:
             raw = json.loads((self.data_dir / "db.json").read_text(encoding="utf-8"))
             self._seeded_model = self.db_model.model_validate(raw)
         return self._seeded_model
+
+    def get_environment(self, db: Optional[DB] = None, solo_mode: bool = False) -> Environment:
+        """A fresh environment on ``db``, by default the seeded database (tau2's environment constructor)."""
+        tools = self.toolkit(self.load_db() if db is None else db, seeded=db is None)
+        return Environment(domain_name=self.name, policy=self.policy, tools=tools, solo_mode=solo_mode)
+
+    def get_tasks_split(self) -> dict[str, list[str]]:
+        return json.loads((self.data_dir / "split_tasks.json").read_text(encoding="utf-8"))
+
+    def get_tasks(self, task_split_name: Optional[str] = None) -> list[Task]:
+        """Every task, or those of one split (``base``, ``train``, ``test``)."""
+        raw = json.loads((self.data_dir / "tasks.json").read_text(encoding="utf-8"))
+        tasks = [Task.model_validate(t) for t in raw]
+        if task_split_name is None:
+            return tasks
+        splits = self.get_tasks_split()
+        if task_split_name not in splits:
+            raise ValueError(f"no task split {task_split_name!r} in {self.name}; splits: {', '.join(splits)}")
+        wanted = set(splits[task_split_name])
+        return [t for t in tasks if t.id in wanted]
 
     def connect(self, db: DB, seeded: bool) -> sqlite3.Connection:
         """A sqlite3 database holding ``db``; the seeded one is built once and then copied (fast)."""
@@ -333,31 +354,8 @@ def _toolkit_class(data: DomainData) -> type[SpecToolKit]:
 def register(data_dir: Path) -> DomainData:
     """Register the domain (environment, tasks, splits) with tau2's registry; a second call does nothing."""
     data = DomainData(data_dir)
-    toolkit = _toolkit_class(data)
-
-    def get_environment(db: Optional[DB] = None, solo_mode: bool = False) -> Environment:
-        seeded = db is None
-        tools = toolkit(data.load_db() if db is None else db, seeded=seeded)
-        return Environment(domain_name=data.name, policy=data.policy, tools=tools, solo_mode=solo_mode)
-
-    def get_tasks_split() -> dict[str, list[str]]:
-        return json.loads((data_dir / "split_tasks.json").read_text(encoding="utf-8"))
-
-    def get_tasks(task_split_name: Optional[str] = None) -> list[Task]:
-        tasks = [Task.model_validate(t) for t in json.loads((data_dir / "tasks.json").read_text(encoding="utf-8"))]
-        if task_split_name is None:
-            return tasks
-        splits = get_tasks_split()
-        if task_split_name not in splits:
-            raise ValueError(f"no task split {task_split_name!r} in {data.name}; splits: {', '.join(splits)}")
-        wanted = set(splits[task_split_name])
-        return [t for t in tasks if t.id in wanted]
-
-    data.get_environment = get_environment  # type: ignore[attr-defined]
-    data.get_tasks = get_tasks  # type: ignore[attr-defined]
-    data.toolkit = toolkit  # type: ignore[attr-defined]
     if data.name not in registry.get_domains():
-        registry.register_domain(get_environment, data.name)
+        registry.register_domain(data.get_environment, data.name)
     if data.name not in registry.get_task_sets():
-        registry.register_tasks(get_tasks, data.name, get_task_splits=get_tasks_split)
+        registry.register_tasks(data.get_tasks, data.name, get_task_splits=data.get_tasks_split)
     return data
