@@ -6,7 +6,8 @@ Both exports read the warehouse through a read-only connection and accept ``"lat
 (one file per domain, so a single domain loads on its own) and ``README.md`` (the data set card).
 
 ``export_tau2`` writes ``out_dir/<domain>/tasks.json`` (tau2 ``Task`` objects, each validated against
-``schemas/tau2_task.schema.json``), ``db.json`` (the seeded database, ``{table: [rows]}``) and ``policy.md``.
+``schemas/tau2_task.schema.json``), ``db.json`` (the seeded database, ``{table: [rows]}``) and ``policy.md``,
+plus the package that runs the domain inside tau2 (``warehouse/tau2_package``, see docs/tau2.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from datasets import Dataset, Features, Value, concatenate_datasets
 from domains.registry import get_engine, get_spec
 from domains.spec import DomainSpec
 from warehouse.reader import WarehouseError, connect_readonly, resolve_snapshot
+from warehouse.tau2_package import write_tau2_package
 
 TAU2_SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "tau2_task.schema.json"
 HF_FEATURES = Features({
@@ -114,14 +116,16 @@ def export_tau2(warehouse_path: str | Path, snapshot: str, out_dir: str | Path) 
         _write_json(folder / "tasks.json", domain_tasks)
         _write_json(folder / "db.json", databases[domain])
         (folder / "policy.md").write_text(policy_markdown(get_spec(domain)), encoding="utf-8")
+        package = write_tau2_package(folder, get_spec(domain), domain_tasks, databases[domain])
         written[domain] = {"dir": str(folder), "tasks": len(domain_tasks),
-                           "db_rows": sum(len(r) for r in databases[domain].values())}
+                           "db_rows": sum(len(r) for r in databases[domain].values()), **package.summary()}
     return {"snapshot_id": sid, "rows": len(tasks), "domains": written}
 
 
 def policy_markdown(spec: DomainSpec) -> str:
     """The agent policy for a domain: description, policy text, the rules of each write tool, the tool list."""
-    lines = [f"# {spec.name.capitalize()} agent policy", "", spec.description.strip(), ""]
+    lines = [f"# {spec.name.capitalize()} agent policy", "", spec.description.strip(), "",
+             f"The current date and time is {spec.now.replace('T', ' ')}.", ""]
     if spec.policy.strip():
         lines += ["## Policy", "", spec.policy.strip(), ""]
     lines += ["## Write operations", "",
