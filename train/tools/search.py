@@ -19,8 +19,9 @@ from domains.spec import DomainSpec, Table
 from domains.spec import Tool as SpecTool
 from train.tools.base import Tool, ToolResult
 
-# A sentence ends at . ! or ? followed by space and a capital, a digit or a quote (not "e.g. ST001").
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+# A sentence ends at . ! or ? followed by space and a capital, a digit or a quote, but not after an
+# abbreviation ("e.g. ST001" is one sentence).
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<!\bvs\.)\s+(?=[A-Z0-9\"'(])")
 
 
 @dataclass(frozen=True)
