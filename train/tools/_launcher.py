@@ -1,11 +1,11 @@
-"""Runs as root inside the sandbox's fresh namespaces: hides the host's files, then runs the code as nobody.
+"""Runs as root inside the sandbox's fresh namespaces: hides the host's files, then runs the code unprivileged.
 
 The host starts it as ``python -I -S -c <this source> <config json>`` in a new session, with the user code
 on stdin and a status pipe on fd ``status_fd``. Only the standard library is used; nothing here is imported.
 Steps: unshare mount+network+pid namespaces; cover writable and private directories with read-only tmpfs;
 re-expose the interpreter read-only; mount a size-limited tmpfs as the working directory; fork pid 1 of
 the new pid namespace (its death kills every process the code started); fork the code's process, which sets
-rlimits, drops to nobody with no_new_privs and execs the interpreter on ``main.py``.
+rlimits, drops to the run's own unprivileged uid with no_new_privs and execs the interpreter on ``main.py``.
 """
 
 import ctypes

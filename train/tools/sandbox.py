@@ -2,7 +2,7 @@
 
 Isolation (see docs/tools.md): a separate process in new mount, network and pid namespaces (an empty
 network namespace: no interface but a down loopback), the project tree, the virtual environment, home
-folders and every world-writable folder covered by read-only tmpfs mounts, the code run as ``nobody`` with
+folders and every world-writable folder covered by read-only tmpfs mounts, the code run under a fresh unprivileged uid of its own with
 no_new_privs in a size-limited tmpfs working directory that vanishes with the namespace, and rlimits on CPU
 time, address space, file size and processes; the host enforces wall time (kills the process group and
 with it pid 1 of the namespace, which takes every descendant along) and caps the output it reads.
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
+import itertools
+import random
 import selectors
 import signal
 import subprocess
@@ -27,6 +28,11 @@ _LAUNCHER = (Path(__file__).with_name("_launcher.py")).read_text()
 SETUP_FAILED = 125
 WORKDIR = "/tmp/sandbox"
 _ALWAYS_HIDDEN = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm", "/dev/mqueue", "/root", "/home")
+# Each run gets its own uid (and gid) from a range no account uses, so RLIMIT_NPROC (counted per uid) is a
+# per-run process limit: one run's fork bomb cannot starve a concurrent run, and leftovers are easy to find.
+SANDBOX_UID_BASE = 1_900_000_000
+SANDBOX_UID_COUNT = 1_000_000
+_uids = itertools.count(random.randrange(SANDBOX_UID_COUNT))
 _SYSTEM_TOP = {"usr", "lib", "lib32", "lib64", "bin", "sbin", "etc", "var", "opt", "srv", "proc", "sys", "dev",
                "run", "boot", "tmp"}
 
@@ -70,13 +76,13 @@ def run_python(code: str, limits: SandboxLimits = SandboxLimits(), extra_hidden:
     start = time.monotonic()
     if os.geteuid() != 0:
         return SandboxRun("", "", None, None, "sandbox unavailable: it needs root to create namespaces", 0.0)
-    nobody = pwd.getpwnam("nobody")
+    uid = SANDBOX_UID_BASE + next(_uids) % SANDBOX_UID_COUNT
     prefix = os.path.realpath(sys.base_prefix)
     python = os.path.join(prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
     status_r, status_w = os.pipe()
     config = {
         "status_fd": status_w, "interpreter_prefix": prefix, "python": python, "workdir": WORKDIR,
-        "hide": hidden_paths(extra_hidden), "uid": nobody.pw_uid, "gid": nobody.pw_gid,
+        "hide": hidden_paths(extra_hidden), "uid": uid, "gid": uid,
         "disk_kb": limits.disk_mb * 1024,
         "limits": {"as": limits.memory_mb << 20, "cpu": limits.cpu_s, "fsize": limits.file_mb << 20,
                    "nproc": limits.processes},

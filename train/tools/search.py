@@ -70,10 +70,24 @@ def domain_documents(spec: DomainSpec) -> list[Document]:
     return docs
 
 
+_embed_lock = threading.Lock()
+
+
 def _embed(texts: list[str]) -> np.ndarray:
+    """Unit vectors for ``texts``, encoded on one torch thread: for a query or a few dozen short documents
+    intra-op parallelism only adds synchronisation (measured 20x slower with 2 threads on a busy 2-core box)."""
+    import torch
+
     from synthesis.dedup import minilm  # the project's one offline loader of the packaged model
 
-    vectors = minilm().encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    model = minilm()
+    with _embed_lock:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            vectors = model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+        finally:
+            torch.set_num_threads(threads)
     return np.asarray(vectors, dtype="float32")
 
 

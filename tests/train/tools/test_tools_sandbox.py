@@ -12,21 +12,20 @@ from pathlib import Path
 import pytest
 
 from train.tools import CodeInterpreterTool, SandboxLimits, run_python
-from train.tools.sandbox import PROJECT_ROOT
+from train.tools.sandbox import PROJECT_ROOT, SANDBOX_UID_BASE, SANDBOX_UID_COUNT
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root to create namespaces")
 
 FAST = SandboxLimits(wall_s=8.0, cpu_s=2, memory_mb=256, processes=16, file_mb=4, disk_mb=8, output_bytes=32_768)
-NOBODY = 65534
 
 
-def nobody_processes() -> list[int]:
-    """Host processes owned by nobody (the sandbox's user); none may outlive a run."""
+def sandbox_processes() -> list[int]:
+    """Host processes owned by a sandbox uid; none may outlive a run."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if entry.stat().st_uid == NOBODY:
+                if SANDBOX_UID_BASE <= entry.stat().st_uid < SANDBOX_UID_BASE + SANDBOX_UID_COUNT:
                     pids.append(int(entry.name))
             except FileNotFoundError:
                 continue
@@ -46,14 +45,14 @@ def host_unaffected():
     tmp_before = set(os.listdir("/tmp"))
     yield
     deadline = time.monotonic() + 2
-    while nobody_processes() and time.monotonic() < deadline:
+    while sandbox_processes() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert nobody_processes() == []
+    assert sandbox_processes() == []
     assert project_state() == before
     assert not {n for n in set(os.listdir("/tmp")) - tmp_before if "sandbox" in n}
 
 
-def test_normal_code_returns_stdout_and_runs_as_nobody_without_network():
+def test_normal_code_returns_stdout_and_runs_unprivileged_without_network():
     code = ("import os, json\n"
             "print(sum(range(10)))\n"
             "print(json.dumps({'uid': os.getuid(), 'cwd': os.getcwd(), 'pids': sorted(p for p in os.listdir('/proc') if p.isdigit()),"
@@ -64,7 +63,7 @@ def test_normal_code_returns_stdout_and_runs_as_nobody_without_network():
     first, facts, last = run.stdout.splitlines()
     info = json.loads(facts)
     assert first == "45" and last == "ok"
-    assert info["uid"] == NOBODY
+    assert SANDBOX_UID_BASE <= info["uid"] < SANDBOX_UID_BASE + SANDBOX_UID_COUNT
     assert info["ifaces"] == ["lo"]  # an empty network namespace
     assert info["pids"] == ["1", "2"]  # its own pid namespace: the reaper and the program
 
@@ -125,6 +124,19 @@ def test_fork_bomb_is_stopped_and_leaves_no_process():
     run = run_python("import os\nwhile True:\n    os.fork()", FAST)
     assert run.error is not None
     assert run.error.startswith(("process limit of 16 reached", "wall time limit", "output limit")), run.error
+
+
+def test_a_fork_bomb_does_not_starve_a_concurrent_run():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        bomb = pool.submit(run_python, "import os, time\nwhile True:\n    try:\n        os.fork()\n"
+                                       "    except OSError:\n        time.sleep(0.01)", SandboxLimits(wall_s=4.0))
+        time.sleep(1.0)
+        neighbour = run_python("import subprocess, sys\nprint(subprocess.run([sys.executable, '-c', 'print(7)'],"
+                               " capture_output=True, text=True).stdout.strip())", FAST)
+        assert bomb.result().error == "wall time limit of 4 s exceeded; the process was killed"
+    assert neighbour.error is None and neighbour.stdout == "7\n", neighbour
 
 
 def test_detached_children_die_with_the_run():
