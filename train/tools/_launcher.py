@@ -2,8 +2,9 @@
 
 The host starts it as ``python -I -S -c <this source> <config json>`` in a new session, with the user code
 on stdin and a status pipe on fd ``status_fd``. Only the standard library is used; nothing here is imported.
-Steps: unshare mount+network+pid namespaces; cover writable and private directories with read-only tmpfs;
-re-expose the interpreter read-only; mount a size-limited tmpfs as the working directory; fork pid 1 of
+Steps: unshare mount+network+pid namespaces; build a new root on a tmpfs holding only read-only binds of
+the system folders and the interpreter, four /dev nodes and a size-limited tmpfs working directory, then
+chroot into it (the process that runs the code is unprivileged, so it cannot leave the chroot); fork pid 1 of
 the new pid namespace (its death kills every process the code started); fork the code's process, which sets
 rlimits, drops to the run's own unprivileged uid with no_new_privs and execs the interpreter on ``main.py``.
 """
@@ -66,29 +67,43 @@ code = sys.stdin.buffer.read()
 check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID), "unshare(mount, network, pid namespaces)")
 mount(None, "/", None, MS_REC | MS_PRIVATE)
 
-# Open the interpreter's folder before it is covered, to bind it back from the open descriptor.
-reveal_fd = os.open(cfg["interpreter_prefix"], os.O_PATH | os.O_DIRECTORY)
-covered = []
-for path in sorted(cfg["hide"], key=len):
-    if os.path.isdir(path) and not os.path.islink(path):  # a parent already covered makes it vanish
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        covered.append(path)
+# A new root that holds only what Python needs: an allow-list, so nothing else of the host is reachable.
+root = "/tmp"  # a fresh tmpfs covers it; the host's /tmp is untouched and unseen
+mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=256k")
+
+
+def bind_read_only(source, target):
+    mount(source, target, None, MS_BIND | MS_REC)
+    mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+for name in cfg["system_dirs"]:
+    source, target = "/" + name, root + "/" + name
+    if os.path.islink(source):
+        os.symlink(os.readlink(source), target)  # e.g. /lib -> usr/lib on merged-/usr systems
+    elif os.path.isdir(source):
+        os.mkdir(target, 0o755)
+        bind_read_only(source, target)
 prefix = cfg["interpreter_prefix"]
-if not os.path.isdir(os.path.join(prefix, "bin")):
-    os.makedirs(prefix, 0o755, exist_ok=True)
-    mount("/proc/self/fd/%d" % reveal_fd, prefix, None, MS_BIND | MS_REC)
-    mount(None, prefix, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-os.close(reveal_fd)
+if not os.path.isdir(root + prefix + "/bin"):  # outside the system folders (e.g. a pyenv build)
+    os.makedirs(root + prefix, 0o755)
+    bind_read_only(prefix, root + prefix)
+os.mkdir(root + "/dev", 0o755)
+for node in ("null", "zero", "random", "urandom"):
+    open(root + "/dev/" + node, "w").close()
+    mount("/dev/" + node, root + "/dev/" + node, None, MS_BIND)
+os.mkdir(root + "/proc", 0o555)
 workdir = cfg["workdir"]
-os.makedirs(workdir, 0o755, exist_ok=True)
-mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
+os.makedirs(root + workdir, 0o755)
+mount("tmpfs", root + workdir, "tmpfs", MS_NOSUID | MS_NODEV,
       "mode=0700,size=%dk,uid=%d,gid=%d" % (cfg["disk_kb"], cfg["uid"], cfg["gid"]))
-main_py = os.path.join(workdir, "main.py")
+main_py = root + workdir + "/main.py"
 with open(main_py, "wb") as f:
     f.write(code)
 os.chown(main_py, cfg["uid"], cfg["gid"])
-for path in covered:
-    mount(None, path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+os.chroot(root)
+os.chdir("/")
 
 init = os.fork()
 if init:

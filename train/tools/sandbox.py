@@ -1,19 +1,20 @@
 """Run untrusted Python in a throwaway sandbox and say, in one line, why it was stopped.
 
 Isolation (see docs/tools.md): a separate process in new mount, network and pid namespaces (an empty
-network namespace: no interface but a down loopback), the project tree, the virtual environment, home
-folders and every world-writable folder covered by read-only tmpfs mounts, the code run under a fresh unprivileged uid of its own with
-no_new_privs in a size-limited tmpfs working directory that vanishes with the namespace, and rlimits on CPU
-time, address space, file size and processes; the host enforces wall time (kills the process group and
-with it pid 1 of the namespace, which takes every descendant along) and caps the output it reads.
-Needs root (unprivileged hosts get a "sandbox unavailable" error, never an unsandboxed run).
+network namespace: only a down loopback), chrooted into a new root that holds only read-only binds of the
+system folders and the interpreter (an allow-list: the project, the virtual environment, home folders and
+everything else of the host are absent), run under a fresh unprivileged uid with no_new_privs in a
+size-limited tmpfs working directory that vanishes with the namespace, with rlimits on CPU time, address
+space, file size and processes; the host enforces wall time (kills the process group and with it pid 1 of
+the namespace, which takes every descendant along) and caps the output it reads. Needs root (elsewhere
+every run is a "sandbox unavailable" error, never an unsandboxed run).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-import itertools
 import random
 import selectors
 import signal
@@ -27,14 +28,13 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _LAUNCHER = (Path(__file__).with_name("_launcher.py")).read_text()
 SETUP_FAILED = 125
 WORKDIR = "/tmp/sandbox"
-_ALWAYS_HIDDEN = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm", "/dev/mqueue", "/root", "/home")
+# Top-level host folders the sandbox's root binds read-only (symlinks such as /lib -> usr/lib are recreated).
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # Each run gets its own uid (and gid) from a range no account uses, so RLIMIT_NPROC (counted per uid) is a
 # per-run process limit: one run's fork bomb cannot starve a concurrent run, and leftovers are easy to find.
 SANDBOX_UID_BASE = 1_900_000_000
 SANDBOX_UID_COUNT = 1_000_000
 _uids = itertools.count(random.randrange(SANDBOX_UID_COUNT))
-_SYSTEM_TOP = {"usr", "lib", "lib32", "lib64", "bin", "sbin", "etc", "var", "opt", "srv", "proc", "sys", "dev",
-               "run", "boot", "tmp"}
 
 
 @dataclass(frozen=True)
@@ -60,18 +60,7 @@ class SandboxRun:
     wall_s: float
 
 
-def hidden_paths(extra: tuple[str, ...] = ()) -> list[str]:
-    """Folders covered inside the sandbox: the project and the top-level folder that holds it (its sibling
-    checkouts and shared data), the virtual environment and the usual private or writable places (the
-    interpreter itself is bound back read-only)."""
-    paths = {str(PROJECT_ROOT), os.path.realpath(PROJECT_ROOT), sys.prefix, *_ALWAYS_HIDDEN, *extra}
-    for root in (PROJECT_ROOT, Path(os.path.realpath(PROJECT_ROOT))):
-        if len(root.parts) > 1 and root.parts[1] not in _SYSTEM_TOP:
-            paths.add("/" + root.parts[1])
-    return sorted(p for p in paths if p and p != "/")
-
-
-def run_python(code: str, limits: SandboxLimits = SandboxLimits(), extra_hidden: tuple[str, ...] = ()) -> SandboxRun:
+def run_python(code: str, limits: SandboxLimits = SandboxLimits()) -> SandboxRun:
     """Run ``code`` as ``main.py`` in a fresh sandbox; never raises for anything the code does."""
     start = time.monotonic()
     if os.geteuid() != 0:
@@ -82,7 +71,7 @@ def run_python(code: str, limits: SandboxLimits = SandboxLimits(), extra_hidden:
     status_r, status_w = os.pipe()
     config = {
         "status_fd": status_w, "interpreter_prefix": prefix, "python": python, "workdir": WORKDIR,
-        "hide": hidden_paths(extra_hidden), "uid": uid, "gid": uid,
+        "system_dirs": SYSTEM_DIRS, "uid": uid, "gid": uid,
         "disk_kb": limits.disk_mb * 1024,
         "limits": {"as": limits.memory_mb << 20, "cpu": limits.cpu_s, "fsize": limits.file_mb << 20,
                    "nproc": limits.processes},

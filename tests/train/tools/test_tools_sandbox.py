@@ -6,13 +6,14 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from train.tools import CodeInterpreterTool, SandboxLimits, run_python
-from train.tools.sandbox import PROJECT_ROOT, SANDBOX_UID_BASE, SANDBOX_UID_COUNT
+from train.tools.sandbox import PROJECT_ROOT, SANDBOX_UID_BASE, SANDBOX_UID_COUNT, SYSTEM_DIRS
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root to create namespaces")
 
@@ -55,7 +56,8 @@ def host_unaffected():
 def test_normal_code_returns_stdout_and_runs_unprivileged_without_network():
     code = ("import os, json\n"
             "print(sum(range(10)))\n"
-            "print(json.dumps({'uid': os.getuid(), 'cwd': os.getcwd(), 'pids': sorted(p for p in os.listdir('/proc') if p.isdigit()),"
+            "print(json.dumps({'uid': os.getuid(), 'cwd': os.getcwd(),"
+            " 'pids': sorted(p for p in os.listdir('/proc') if p.isdigit()),"
             " 'ifaces': [l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]]}))\n"
             "open('scratch.txt', 'w').write('ok')\nprint(open('scratch.txt').read())\n")
     run = run_python(code, FAST)
@@ -111,12 +113,14 @@ def test_project_files_are_invisible():
     run = run_python(probe, FAST)
     assert run.error is None, run.stderr
     assert run.stdout.strip() == "[] False"
+    run = run_python("import os\nprint(sorted(os.listdir('/')))", FAST)
+    interpreter_top = Path(os.path.realpath(sys.base_prefix)).parts[1]
+    assert set(eval(run.stdout)) <= {*SYSTEM_DIRS, "dev", "proc", "tmp", interpreter_top}  # an allow-list root
     run = run_python(f"print(open({str(PROJECT_ROOT / 'README.md')!r}).read())", FAST)
     assert run.error is not None and "No such file or directory" in run.error
 
 
 def sys_prefix_file() -> str:
-    import sys
     return os.path.join(sys.prefix, "pyvenv.cfg")
 
 

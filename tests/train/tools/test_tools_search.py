@@ -13,7 +13,8 @@ from train.tools.search import domain_documents, policy_sentences
 
 def policy_doc_with(domain: str, phrase: str) -> str:
     """The id of the one policy sentence containing ``phrase`` (expectations follow the spec, not fixed ids)."""
-    ids = [d.doc_id for d in domain_documents(get_spec(domain)) if d.doc_id.startswith("policy#") and phrase in d.text]
+    ids = [d.doc_id for d in domain_documents(get_spec(domain))
+           if d.doc_id.startswith("policy#") and phrase in d.text]
     assert len(ids) == 1, (phrase, ids)
     return ids[0]
 
@@ -38,7 +39,8 @@ def test_policy_questions_cite_the_rule(domain: str, query: str, phrase: str):
 def test_tool_and_table_docs_are_found():
     assert "tool:refund_ticket" in cited("railway", "refund a ticket", k=3)
     assert "tool:claim_delay_compensation" in cited("railway", "claim delay compensation for a late train", k=3)
-    assert any(i.startswith("table:") for i in cited("railway", "what columns does a ticket have: seat, fare, status", k=5))
+    columns = cited("railway", "what columns does a ticket have: seat, fare, status", k=5)
+    assert any(i.startswith("table:") for i in columns)
 
 
 def test_documents_cover_policy_tools_and_tables():
