@@ -26,7 +26,8 @@ def cited(domain: str, query: str, k: int = 3) -> list[str]:
 
 
 @pytest.mark.parametrize("domain,query,phrase", [
-    ("railway", "How much money do I get back if I cancel my ticket before the train leaves?", "10% administration fee"),
+    ("railway", "How much money do I get back if I cancel my ticket before the train leaves?",
+     "10% administration fee"),
     ("railway", "My train arrived 40 minutes late, what compensation can I claim?", "Delay compensation is paid"),
     ("railway", "Which ages can buy a youth railcard?", "youth railcard is for ages 16 to 25"),
     ("weather", "How many alert subscriptions can a free plan user follow?", "Free-plan subscribers"),
