@@ -15,10 +15,10 @@ import os
 import resource
 import sys
 
-CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x20000000, 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS = 38
+PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 38, 24
 SETUP_FAILED = 125
 
 cfg = json.loads(sys.argv[1])
@@ -64,7 +64,17 @@ def wait_for(pid):
 
 
 code = sys.stdin.buffer.read()
-check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID), "unshare(mount, network, pid namespaces)")
+user_ns = cfg["mode"] == "userns"
+flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | (CLONE_NEWUSER if user_ns else 0)
+check(libc.unshare(flags), "unshare(%snamespaces)" % ("user, " if user_ns else ""))
+if user_ns:  # become root of the new user namespace, mapped to the caller's own host ids
+    for name, text in (("setgroups", "deny"), ("uid_map", "0 %d 1" % cfg["host_uid"]),
+                       ("gid_map", "0 %d 1" % cfg["host_gid"])):
+        try:
+            with open("/proc/self/" + name, "w") as f:
+                f.write(text)
+        except OSError as exc:
+            fail("write /proc/self/%s: %s" % (name, exc.strerror))
 mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 # A new root that holds only what Python needs: an allow-list, so nothing else of the host is reachable.
@@ -127,9 +137,14 @@ for name, value in (("RLIMIT_CORE", (0, 0)), ("RLIMIT_AS", (limits["as"], limits
                     ("RLIMIT_NPROC", (limits["nproc"], limits["nproc"])),
                     ("RLIMIT_NOFILE", (64, 64))):
     resource.setrlimit(getattr(resource, name), value)
-os.setgroups([])
-os.setgid(cfg["gid"])
-os.setuid(cfg["uid"])
+if user_ns:
+    # uid 0 of a user namespace regains every capability on exec unless the bounding set is empty.
+    for cap in range(64):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability is fine
+else:
+    os.setgroups([])
+    os.setgid(cfg["gid"])
+    os.setuid(cfg["uid"])
 if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
     os._exit(SETUP_FAILED)
 os.chdir(workdir)

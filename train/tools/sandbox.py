@@ -60,18 +60,28 @@ class SandboxRun:
     wall_s: float
 
 
-def run_python(code: str, limits: SandboxLimits = SandboxLimits()) -> SandboxRun:
-    """Run ``code`` as ``main.py`` in a fresh sandbox; never raises for anything the code does."""
+def run_python(code: str, limits: SandboxLimits = SandboxLimits(), isolation: str = "auto") -> SandboxRun:
+    """Run ``code`` as ``main.py`` in a fresh sandbox; never raises for anything the code does.
+
+    ``isolation``: "root" (the code runs under a fresh host uid), "userns" (an unprivileged user
+    namespace: the code is root of its own namespace with an empty capability set, mapped to the caller's
+    uid) or "auto" (root when the caller is root, else userns). A root caller should not pick userns:
+    its namespace maps to the host's root user, which RLIMIT_NPROC exempts (tests only)."""
     start = time.monotonic()
-    if os.geteuid() != 0:
-        return SandboxRun("", "", None, None, "sandbox unavailable: it needs root to create namespaces", 0.0)
-    uid = SANDBOX_UID_BASE + next(_uids) % SANDBOX_UID_COUNT
+    if isolation == "auto":
+        isolation = "root" if os.geteuid() == 0 else "userns"
+    if isolation not in ("root", "userns"):
+        raise ValueError(f"isolation must be auto, root or userns, not {isolation!r}")
+    if isolation == "root" and os.geteuid() != 0:
+        return SandboxRun("", "", None, None, "sandbox unavailable: isolation 'root' needs root", 0.0)
+    uid = SANDBOX_UID_BASE + next(_uids) % SANDBOX_UID_COUNT if isolation == "root" else 0
     prefix = os.path.realpath(sys.base_prefix)
     python = os.path.join(prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
     status_r, status_w = os.pipe()
     config = {
         "status_fd": status_w, "interpreter_prefix": prefix, "python": python, "workdir": WORKDIR,
-        "system_dirs": SYSTEM_DIRS, "uid": uid, "gid": uid,
+        "system_dirs": SYSTEM_DIRS, "uid": uid, "gid": uid, "mode": isolation,
+        "host_uid": os.geteuid(), "host_gid": os.getegid(),
         "disk_kb": limits.disk_mb * 1024,
         "limits": {"as": limits.memory_mb << 20, "cpu": limits.cpu_s, "fsize": limits.file_mb << 20,
                    "nproc": limits.processes},

@@ -21,15 +21,17 @@ FAST = SandboxLimits(wall_s=8.0, cpu_s=2, memory_mb=256, processes=16, file_mb=4
 
 
 def sandbox_processes() -> list[int]:
-    """Host processes owned by a sandbox uid; none may outlive a run."""
+    """Host processes owned by a sandbox uid or running sandboxed code; none may outlive a run."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if SANDBOX_UID_BASE <= entry.stat().st_uid < SANDBOX_UID_BASE + SANDBOX_UID_COUNT:
-                    pids.append(int(entry.name))
-            except FileNotFoundError:
+                uid = entry.stat().st_uid
+                cmdline = (entry / "cmdline").read_bytes()
+            except (FileNotFoundError, ProcessLookupError):
                 continue
+            if SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + SANDBOX_UID_COUNT or b"-B\0main.py" in cmdline:
+                pids.append(int(entry.name))
     return pids
 
 
@@ -194,3 +196,34 @@ def test_code_interpreter_tool_wraps_the_sandbox():
     missing = tool.call({"program": "print(1)"})
     assert not missing.ok and "code" in missing.error
     assert tool.schema()["parameters"]["required"] == ["code"]
+
+
+USERNS_PROBE = """import ctypes, os, socket
+status = open('/proc/self/status').read()
+print(os.getuid(), status.split('CapEff:')[1].split()[0], status.split('CapBnd:')[1].split()[0])
+print(ctypes.CDLL(None, use_errno=True).mount(b'tmpfs', b'/tmp', b'tmpfs', 0, None), ctypes.get_errno())
+for attempt in (lambda: os.chroot('/tmp'), lambda: socket.create_connection(('1.1.1.1', 53), timeout=1),
+                lambda: open('/usr/escape', 'w'), lambda: open(%r)):
+    try:
+        attempt()
+        print('allowed')
+    except OSError as exc:
+        print(type(exc).__name__)
+"""
+
+
+def test_user_namespace_mode_has_no_capabilities_network_or_project():
+    """The mode an unprivileged caller gets: root of its own user namespace, with every capability gone."""
+    run = run_python(USERNS_PROBE % str(PROJECT_ROOT / "README.md"), FAST, isolation="userns")
+    assert run.error is None, run.stderr
+    ids, mount, *attempts = run.stdout.splitlines()
+    assert ids == "0 0000000000000000 0000000000000000"
+    assert mount == "-1 1"  # EPERM: cannot unmount or cover the sandbox's own mounts
+    assert attempts == ["PermissionError", "OSError", "OSError", "FileNotFoundError"]
+
+
+def test_user_namespace_mode_stops_hostile_code():
+    assert run_python("data = bytearray(10 * 1024**3)", FAST, isolation="userns").error.startswith("memory limit")
+    assert run_python("while True:\n    pass", SandboxLimits(wall_s=30.0, cpu_s=1),
+                      isolation="userns").error.startswith("CPU time limit")
+    # No fork bomb here: run by root, the namespace maps to the host's root user, whom RLIMIT_NPROC exempts.
