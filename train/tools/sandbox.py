@@ -99,7 +99,7 @@ def run_python(code: str, limits: SandboxLimits = SandboxLimits(), isolation: st
         return SandboxRun("", "", None, None, f"sandbox unavailable: {exc}", time.monotonic() - start)
     os.close(status_w)
     try:
-        stdout, stderr, status, stopped = _collect(proc, code.encode(), status_r, limits)
+        stdout, stderr, status, stopped = _collect(proc, code.encode(errors="replace"), status_r, limits)
     finally:
         _kill_group(proc)
         os.close(status_r)
@@ -154,6 +154,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def _parse_status(lines: list[str]) -> tuple[int | None, int | None]:
