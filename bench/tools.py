@@ -3,7 +3,7 @@
 Run: PYTHONPATH=. python bench/tools.py
 """
 import statistics, time
-from train.tools import run_python, SandboxLimits, LocalSearchTool, CodeInterpreterTool
+from train.tools import LocalSearchTool, run_python
 from domains.registry import get_spec, get_engine
 from train.tools import ToolCatalog, domain_tools
 walls = [run_python("print(1)").wall_s for _ in range(10)]
