@@ -8,6 +8,7 @@ import duckdb
 from sqlmodel import SQLModel, create_engine
 
 from warehouse import models  # noqa: F401 - registers the tables on SQLModel.metadata
+from warehouse import pricing_models  # noqa: F401 - pricing schedules and preference pairs
 
 VIEWS = {
     "latest_tasks": """
