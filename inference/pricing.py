@@ -210,7 +210,8 @@ def load_provider_file(path: str | Path, split: str = "train") -> PricingSchedul
         err = errors[0]
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path).lstrip(".")
         if err.instance is None or err.instance == "":
-            raise PricingError(f"{path}: {where} is empty; fill it in from the provider's price page (or remove that model)")
+            hint = " (or remove that model)" if where.startswith("models[") else ""
+            raise PricingError(f"{path}: {where} is empty; fill it in from the provider's price page{hint}")
         raise PricingError(f"{path}: {where or 'top level'}: {err.message}")
     seen: set[str] = set()
     for i, m in enumerate(data["models"]):

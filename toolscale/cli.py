@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any
 
+from toolscale import cli_prefs
+
 
 def _domains(args: argparse.Namespace) -> int:
     from domains.registry import available_domains, get_spec
@@ -157,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     _warehouse_arg(p)
     p.set_defaults(func=_export)
+    cli_prefs.add_parsers(sub)
     return parser
 
 

@@ -255,3 +255,29 @@ def to_bundle(run: PreferenceRun) -> Any:
               "p_latency": p.p_latency, "schedule_id": p.schedule_id, "schedule_synthetic": p.schedule_synthetic,
               "judge_verdict": p.judge_verdict} for i, p in enumerate(run.pairs)]
     return PreferenceBundle(run_row, pairs, PricingRows(**schedule_rows((nominal_schedule(), *run.schedules.all), now)))
+
+
+def build_and_store(cfg: PreferenceConfig, warehouse: str | Path, paraphrase: Chat | None = None,
+                    judge: Chat | None = None) -> dict[str, Any]:
+    """Build a run, store it through the warehouse's writer discipline, and return its summary."""
+    from warehouse.pricing_store import store_preferences
+
+    run = build_preference_pairs(cfg, paraphrase=paraphrase, judge=judge)
+    store_preferences(warehouse, to_bundle(run))
+    return {"run_id": run.run_id, "warehouse": str(warehouse), **run.summary()}
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """A short report of a run: counts per split and family, what was dropped, the schedules used."""
+    lines = [f"# Preference pairs `{summary['run_id']}`", "",
+             f"- **pairs:** {summary['pairs']} ({', '.join(f'{k} {v}' for k, v in summary['per_split'].items())})",
+             f"- **inconsistent (dropped):** {summary['inconsistent']}; duplicates redrawn: "
+             f"{summary['dropped'].get('duplicate', 0)}",
+             f"- **paraphrase:** {summary['paraphrase'] or 'off'}; **judge:** {summary['judged']}",
+             "- **pricing schedules (all synthetic):** " + ", ".join(f"`{k}` ({v})"
+                                                                    for k, v in summary["schedules"].items()),
+             "", "| split | family | pairs |", "|---|---|---:|"]
+    for key, n in summary["per_family"].items():
+        split, family = key.split(":", 1)
+        lines.append(f"| {split} | {family} | {n} |")
+    return "\n".join(lines) + "\n"
