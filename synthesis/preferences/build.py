@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
@@ -29,9 +30,13 @@ from synthesis.preferences.families import (EVAL_FAMILIES, NAMED, TRAIN_FAMILIES
                                             render, template_ids)
 from synthesis.preferences.pair import NEUTRAL, PreferencePair
 
+if TYPE_CHECKING:
+    from warehouse.pricing_store import PreferenceBundle
+
 PAIR_SCHEMA = ROOT / "schemas" / "preference_pair.schema.json"
 VERSION_SOURCES = ("synthesis/preferences", "inference/pricing.py", "data/pricing")
 MAX_ATTEMPTS_PER_PAIR = 50
+REFUSAL = re.compile(r"\b(sorry|apologi[sz]e|as an ai|i can(no|')t (help|assist))\b", re.IGNORECASE)
 
 
 @dataclass
@@ -160,6 +165,8 @@ def paraphrase_pair(pair: PreferencePair, chat: Chat, catalog: tuple[CatalogTool
         return pair, "unchanged"
     if len(text) > 3 * len(pair.instruction) + 40:
         return pair, "too_long"
+    if REFUSAL.search(text):  # small models answer or apologise instead of rewording
+        return pair, "refusal"
     if mentioned_tools(text, catalog) != set(pair.avoid) | set(pair.prefer):
         return pair, "tool_names_changed"
     return replace(pair, instruction=text, paraphrased=True), "accepted"
@@ -234,7 +241,7 @@ def _admit(pair: PreferencePair, schedule: PricingSchedule, catalog: tuple[Catal
     return pair
 
 
-def to_bundle(run: PreferenceRun) -> Any:
+def to_bundle(run: PreferenceRun) -> PreferenceBundle:
     """The run as warehouse rows (``warehouse.pricing_store.PreferenceBundle``)."""
     from warehouse.pricing_store import PreferenceBundle, PricingRows
 

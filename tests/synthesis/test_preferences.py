@@ -151,6 +151,8 @@ def test_paraphrase_is_kept_only_when_every_tool_name_survives() -> None:
     named = sum(bool(p.avoid or p.prefer) for p in dropped.pairs)
     assert dropped.paraphrase["tool_names_changed"] >= named > 0
     assert all(not p.paraphrased for p in dropped.pairs if p.avoid or p.prefer)
+    sorry = build_preference_pairs(cfg, paraphrase=lambda m: "I'm sorry for any confusion, but we only use in-house data.")
+    assert sorry.paraphrase["refusal"] >= 1 and not any(p.paraphrased for p in sorry.pairs)
     failed = build_preference_pairs(cfg, paraphrase=fails)
     assert failed.paraphrase["call_failed:TimeoutError"] >= 60 and len(failed.pairs) == 60
     assert [p.pair_id for p in failed.pairs] == [p.pair_id for p in build_preference_pairs(cfg).pairs]
