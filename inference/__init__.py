@@ -13,6 +13,6 @@ The small API the rest of the project uses::
 
 from inference.client import BudgetExceeded, ChatReply, LLMClient
 from inference.endpoints import Endpoint, EndpointError, load_endpoints
-from inference.pricing import Price
+from inference.cost import Price
 
 __all__ = ["BudgetExceeded", "ChatReply", "Endpoint", "EndpointError", "LLMClient", "Price", "load_endpoints"]

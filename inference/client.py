@@ -26,7 +26,7 @@ import openai
 from inference.budget import Budget, BudgetExceeded
 from inference.cache import DiskCache, request_key
 from inference.endpoints import Endpoint, EndpointError
-from inference.pricing import PricingLookup, price_for
+from inference.cost import PricingLookup, price_for
 from inference.records import CallRecord, StageOutcome, write_llm_calls
 
 __all__ = ["BudgetExceeded", "ChatReply", "ChatRequest", "LLMClient", "ToolCall", "force_tool"]

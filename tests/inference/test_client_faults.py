@@ -14,7 +14,7 @@ import pytest
 from inference.budget import Budget, BudgetExceeded
 from inference.client import ChatRequest, LLMClient
 from inference.endpoints import Endpoint
-from inference.pricing import Price, table_lookup
+from inference.cost import Price, table_lookup
 from inference.records import write_llm_calls
 from tests.inference.fault_server import FaultServer
 

@@ -19,7 +19,7 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not install
 from inference.budget import Budget  # noqa: E402
 from inference.client import LLMClient, force_tool  # noqa: E402
 from inference.endpoints import check_health, load_endpoints  # noqa: E402
-from inference.pricing import Price, table_lookup  # noqa: E402
+from inference.cost import Price, table_lookup  # noqa: E402
 from tests.inference.conftest import Local  # noqa: E402
 
 pytestmark = pytest.mark.llm

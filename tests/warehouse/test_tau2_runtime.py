@@ -19,7 +19,7 @@ import duckdb
 import pytest
 
 from domains.registry import get_engine, get_spec
-from toolscale.regenerate import RegenerateConfig, regenerate
+from pipeline.regenerate import RegenerateConfig, regenerate
 from warehouse.exports import export_tau2
 from warehouse.tau2_package import package_name, tau2_domain_name
 from warehouse.tau2_package.build import keyed_db
