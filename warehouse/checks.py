@@ -45,6 +45,9 @@ def stat_or_none(path: Path, shown: str, what: str = "warehouse") -> os.stat_res
         return os.stat(path)
     except FileNotFoundError:
         return None
+    except NotADirectoryError as exc:
+        blocker = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), path.parent)
+        raise WarehouseError(f"{what} {shown}: {blocker} is not a folder") from exc
     except OSError as exc:
         raise WarehouseError(f"{what} {shown} cannot be used: {exc.strerror or exc}") from exc
 
@@ -121,15 +124,16 @@ def inspect_existing(path: Path, shown: str, st: os.stat_result, need_warehouse:
     except duckdb.Error as exc:
         raise WarehouseError(f"warehouse {shown} cannot be opened by DuckDB: {first_line(exc)}") from exc
     try:
-        block_size, blocks = con.execute("SELECT block_size, total_blocks FROM pragma_database_size()").fetchone()
-        declared = HEADER_BYTES + int(block_size) * int(blocks)
-        if st.st_size < declared:
-            raise WarehouseError(f"warehouse {shown} is truncated: {st.st_size} bytes of the {declared} its "
-                                 "DuckDB header declares")
-        tables = {r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
-        if "snapshots" not in tables and (tables or need_warehouse):
-            found = f"its tables are {', '.join(sorted(tables)[:5])}" if tables else "it has no tables"
+        stored = con.execute("SELECT schema_name, table_name FROM duckdb_tables() "
+                             "WHERE database_name = current_database()").fetchall()
+        tables = {name for schema, name in stored if schema == "main"}
+        needed = _bytes_in_use(con, [f"{_quoted(schema)}.{_quoted(name)}" for schema, name in stored])
+        if st.st_size < needed:
+            raise WarehouseError(f"warehouse {shown} is truncated: {st.st_size} bytes, but its data reaches byte "
+                                 f"{needed}")
+        if "snapshots" not in tables and (stored or need_warehouse):
+            names = sorted(name for _, name in stored)
+            found = f"its tables are {', '.join(names[:5])}" if names else "it has no tables"
             raise WarehouseError(f"warehouse {shown} is a DuckDB file but not a ToolScale warehouse (no snapshots "
                                  f"table; {found})")
         if "snapshots" in tables:
@@ -138,6 +142,22 @@ def inspect_existing(path: Path, shown: str, st: os.stat_result, need_warehouse:
         raise WarehouseError(f"warehouse {shown} is damaged: {first_line(exc)}") from exc
     finally:
         con.close()
+
+
+def _quoted(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _bytes_in_use(con: duckdb.DuckDBPyConnection, tables: list[str]) -> int:
+    """Where the last block that DuckDB uses ends. Not the header's block count: free blocks at the end of a
+    file are legitimately cut off, so only blocks that hold metadata or table data must be present."""
+    block_size = int(con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0])
+    last = con.execute("SELECT COALESCE(MAX(block_id), -1) FROM pragma_metadata_info()").fetchone()[0]
+    for table in tables:
+        row = con.execute("SELECT MAX(GREATEST(block_id, COALESCE(list_max(additional_block_ids), -1))) "
+                          "FROM pragma_storage_info(?) WHERE persistent", [table]).fetchone()
+        last = max(last, row[0] if row and row[0] is not None else -1)
+    return HEADER_BYTES + (last + 1) * block_size
 
 
 def check_readable(path: str | os.PathLike[str]) -> Path:
