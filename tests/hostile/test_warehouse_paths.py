@@ -475,15 +475,31 @@ def test_snapshots_cli_refuses_damaged_warehouses_with_exit_2(shared: Shared, tm
     data = shared.path.read_bytes()
     (tmp_path / "truncated.duckdb").write_bytes(data[: len(data) // 2])
     (tmp_path / "text.duckdb").write_text("hello")
-    (tmp_path / "folder.duckdb").mkdir()
     os.mkfifo(tmp_path / "pipe.duckdb")
     before = listing(tmp_path)
     for name, expected in (("truncated.duckdb", "is truncated"), ("text.duckdb", "is not a DuckDB file"),
-                           ("folder.duckdb", "is a directory"), ("pipe.duckdb", "is a FIFO"),
-                           ("missing.duckdb", "no warehouse at")):
+                           ("pipe.duckdb", "is a FIFO")):
         line = cli_error(run_cli("snapshots", "--warehouse", str(tmp_path / name), timeout=60))
         assert expected in line, line
     assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("case", ["directory", "empty file", "sqlite file", "foreign duckdb", "socket"])
+def test_readers_refuse_what_is_not_a_warehouse(case: str, tmp_path: Path) -> None:
+    make, expected = BAD_TARGETS[case]
+    target = make(tmp_path)
+    before = listing(tmp_path)
+    with pytest.raises(WarehouseError, match=expected) as caught:
+        connect_readonly(target)
+    one_line(caught.value)
+    assert listing(tmp_path) == before
+
+
+def test_a_duckdb_file_without_tables_is_no_warehouse_to_read_but_a_place_to_start_one(tmp_path: Path) -> None:
+    duckdb.connect(str(tmp_path / "new.duckdb")).close()
+    with pytest.raises(WarehouseError, match="not a ToolScale warehouse .*it has no tables"):
+        connect_readonly(tmp_path / "new.duckdb")
+    assert check_target(tmp_path / "new.duckdb") == tmp_path / "new.duckdb"
 
 
 def test_snapshots_cli_lists_a_healthy_warehouse(shared: Shared) -> None:
