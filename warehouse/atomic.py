@@ -1,6 +1,7 @@
-"""Atomic file and folder replacement: write beside the target, fsync, then rename over it.
+"""Durable, atomic replacement of folders (exports), and the fsync helpers the warehouse writer also uses.
 
-A reader (or a crash) sees the old content or the new one, never a mix or a partial file.
+Content is written beside its target, fsynced, then renamed over it: a reader, or a crash, sees the old
+content or the new, never a mix or a partial file.
 """
 
 from __future__ import annotations
@@ -39,21 +40,6 @@ def fsync_tree(root: Path) -> None:
         for name in files:
             fsync_file(Path(folder, name))
         fsync_dir(Path(folder))
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) through a temporary sibling; on failure ``path`` is untouched."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
 
 
 def _exchange(a: Path, b: Path) -> bool:
