@@ -19,6 +19,8 @@ from warehouse.errors import WarehouseError
 DUCKDB_MAGIC = b"DUCK"
 MAGIC_OFFSET = 8  # after the 8-byte checksum of DuckDB's main header
 HEADER_BYTES = 3 * 4096  # the main header and two database headers precede the first data block
+NAME_MAX = 255  # bytes in one path component on Linux file systems
+SIDECAR_SUFFIX_BYTES = len(".tmp-4194304.wal")  # the longest name the writer adds to the file's own
 KINDS = {stat.S_IFIFO: "FIFO (named pipe)", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
          stat.S_IFBLK: "block device", stat.S_IFDIR: "directory"}
 
@@ -179,6 +181,10 @@ def check_target(path: str | os.PathLike[str]) -> Path:
     target = resolve(path)
     if target.name == "":
         raise WarehouseError(f"warehouse {shown} is the root folder, not a file")
+    if len(os.fsencode(target.name)) + SIDECAR_SUFFIX_BYTES > NAME_MAX:
+        raise WarehouseError(f"warehouse {shown}: the file name is too long to keep its working copy "
+                             f"(<name>.tmp-<pid>.wal) beside it; use a name under "
+                             f"{NAME_MAX - SIDECAR_SUFFIX_BYTES} bytes")
     st = stat_or_none(target, shown)
     if st is not None:
         inspect_existing(target, shown, st, need_warehouse=False)

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from warehouse.atomic import fsync_tree, replace_folder
-from warehouse.checks import KINDS, check_place, first_line, resolve, stat_or_none
+from warehouse.checks import KINDS, NAME_MAX, check_place, first_line, resolve, stat_or_none
 from warehouse.errors import WarehouseError
 
 MARKER = ".toolscale-export.json"
 HF_ENTRIES = {"dataset", "parquet", "README.md"}
 TAU2_FILES = {"tasks.json", "db.json", "policy.md"}
+STAGING_EXTRA_BYTES = len("..tmp-4194304-") + 8  # what the staging folder adds to the name (mkdtemp: 8 chars)
 STAGING = re.compile(r"\.(?P<name>.+)\.tmp-(?P<pid>[0-9]+)-[A-Za-z0-9_]+")
 
 
@@ -47,6 +48,9 @@ def check_export_target(out: str | os.PathLike[str], *, overwrite: bool,
     target = resolve(out, "export folder")
     if target.parent == target:
         raise WarehouseError(f"export folder {shown} is the root folder; choose a folder of its own")
+    if len(os.fsencode(target.name)) + STAGING_EXTRA_BYTES > NAME_MAX:
+        raise WarehouseError(f"export folder {shown}: the name is too long to stage the export beside it; use a "
+                             f"name under {NAME_MAX - STAGING_EXTRA_BYTES} bytes")
     st = stat_or_none(target, shown, "export folder")
     replaces = False
     if st is not None:

@@ -130,7 +130,11 @@ def _a_symlink_loop(tmp: Path) -> tuple[Path, str]:
     return tmp / "out", "Too many levels of symbolic links"
 
 
-BAD_OUTS = {"file": _a_file, "fifo": _a_fifo, "parent is a file": _parent_is_a_file, "symlink loop": _a_symlink_loop}
+def _name_too_long(tmp: Path) -> tuple[Path, str]:
+    return tmp / ("o" * 240), "the name is too long to stage the export"
+
+
+BAD_OUTS = {"name too long": _name_too_long, "file": _a_file, "fifo": _a_fifo, "parent is a file": _parent_is_a_file, "symlink loop": _a_symlink_loop}
 
 
 @pytest.mark.parametrize("case", sorted(BAD_OUTS))

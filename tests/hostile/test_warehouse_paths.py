@@ -248,6 +248,10 @@ def _name_too_long(tmp: Path) -> Path:
     return tmp / ("w" * 300 + ".duckdb")
 
 
+def _no_room_for_the_copy_name(tmp: Path) -> Path:
+    return tmp / ("w" * 240 + ".duckdb")  # a legal name, but "<name>.tmp-<pid>" would not be
+
+
 BAD_TARGETS = {
     "directory": (_directory, "is a directory"),
     "text file": (_text_file, "is not a DuckDB file"),
@@ -261,7 +265,8 @@ BAD_TARGETS = {
     "lock is a directory": (_lock_is_a_directory, "lock file .* is a directory"),
     "lock is a fifo": (_lock_is_a_fifo, "lock file .* is a FIFO"),
     "lock is a symlink": (_lock_is_a_symlink, "lock file .* is a symlink"),
-    "name too long": (_name_too_long, "File name too long"),
+    "name too long": (_name_too_long, "file name is too long"),
+    "copy name too long": (_no_room_for_the_copy_name, "file name is too long to keep its working copy"),
 }
 
 
