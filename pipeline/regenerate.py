@@ -26,7 +26,7 @@ from pipeline.lifecycle import exit_when_orphaned
 from synthesis.generate import ShardConfig, generate_shard
 from toolscale.version import code_version
 from warehouse.quality import run_quality_suite
-from warehouse.writer import PublishResult, SnapshotBundle, publish
+from warehouse.writer import PublishResult, SnapshotBundle, check_target, publish
 
 DEFAULT_WAREHOUSE = "warehouse/toolscale.duckdb"
 TASKS_PER_BASE = 1.75  # accepted tasks per base candidate (measured); only sizes the first plan
@@ -262,6 +262,7 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
 def regenerate(cfg: RegenerateConfig, progress: Progress = print,
                run: Callable[[list[ShardConfig]], Iterable[dict[str, Any]]] | None = None) -> tuple[PublishResult, dict[str, Any]]:
     """The whole job. ``run`` executes a batch of shards and yields their summaries (default: ``run_local``)."""
+    check_target(cfg.warehouse)  # a warehouse path that cannot be published to fails here, before any shard work
     started = time.perf_counter()
     timings = {"shards_s": 0.0, "dedup_s": 0.0}
     run = run or (lambda batch: run_local(cfg, batch))

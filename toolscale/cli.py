@@ -115,7 +115,7 @@ def _export(args: argparse.Namespace) -> int:
 
     check_warehouse_source(args.warehouse)
     exporter = export_hf if args.format == "hf" else export_tau2
-    result = exporter(args.warehouse, args.snapshot, args.out)
+    result = exporter(args.warehouse, args.snapshot, args.out, overwrite=args.overwrite)
     print(f"exported {result['rows']} tasks of {result['snapshot_id']} as {args.format} to {args.out}")
     return 0
 
@@ -182,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export a snapshot as a Hugging Face dataset or tau2 task JSON")
     p.add_argument("snapshot", help="a snapshot id, or 'latest'")
     p.add_argument("--format", choices=("hf", "tau2"), required=True)
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, help="output directory (absent or empty, unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier export in --out as one unit (only a folder an export wrote)")
     _warehouse_arg(p)
     p.set_defaults(func=_export)
     add_llm_parsers(sub)

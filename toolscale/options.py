@@ -125,20 +125,22 @@ def check_work_dir(work_dir: str) -> None:
 
 
 def check_warehouse_target(warehouse: str) -> None:
-    """The place ``regenerate`` will publish to must be a (future) regular file in a writable folder."""
-    path = Path(warehouse)
-    if path.exists() and not path.is_file():
-        raise UsageError(f"--warehouse {warehouse} is not a regular file")
-    folder = path.absolute().parent
-    probe = folder if folder.exists() else next((p for p in folder.parents if p.exists()), Path("/"))
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"--warehouse {warehouse} cannot be written (no write permission on {probe})")
+    """The place ``regenerate`` will publish to (the writer's own preflight: folder, FIFO, foreign file, ...)."""
+    from warehouse.checks import check_target
+    from warehouse.errors import WarehouseError
+
+    try:
+        check_target(warehouse)
+    except WarehouseError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def check_warehouse_source(warehouse: str) -> None:
-    """A warehouse to read must exist and be a regular file (opening a FIFO would block forever)."""
-    path = Path(warehouse)
-    if not path.exists():
-        raise UsageError(f"no warehouse at {warehouse}; run `toolscale regenerate` first or pass --warehouse")
-    if not path.is_file():
-        raise UsageError(f"--warehouse {warehouse} is not a regular file")
+    """A warehouse to read must be a whole ToolScale warehouse (opening a FIFO would block forever)."""
+    from warehouse.checks import check_readable
+    from warehouse.errors import WarehouseError
+
+    try:
+        check_readable(warehouse)
+    except WarehouseError as exc:
+        raise UsageError(str(exc)) from None

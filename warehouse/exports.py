@@ -8,6 +8,11 @@ Both exports read the warehouse through a read-only connection and accept ``"lat
 ``export_tau2`` writes ``out_dir/<domain>/tasks.json`` (tau2 ``Task`` objects, each validated against
 ``schemas/tau2_task.schema.json``), ``db.json`` (the seeded database, ``{table: [rows]}``) and ``policy.md``,
 plus the package that runs the domain inside tau2 (``warehouse/tau2_package``, see docs/tau2.md).
+
+Both write atomically (``warehouse/export_folder.py``): everything is read and validated first, then written
+into a temporary sibling folder that replaces ``out_dir`` as one unit. ``out_dir`` must be absent or empty,
+unless ``overwrite`` is set and it holds an earlier export; a failure leaves it as it was. Each export carries a
+``.toolscale-export.json`` marker (format and snapshot id) that later ``overwrite`` runs recognise.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from datasets import Dataset, Features, Value, concatenate_datasets
 
 from domains.registry import get_engine, get_spec
 from domains.spec import DomainSpec
+from warehouse.export_folder import check_export_target, staged_export
 from warehouse.reader import WarehouseError, connect_readonly, resolve_snapshot
 from warehouse.tau2_package import write_tau2_package
 
@@ -55,8 +61,10 @@ def tau2_problems(task: Any) -> list[str]:
     return [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors]
 
 
-def export_hf(warehouse_path: str | Path, snapshot: str, out_dir: str | Path) -> dict[str, Any]:
+def export_hf(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
+              overwrite: bool = False) -> dict[str, Any]:
     """Write the snapshot's tasks as a ``datasets`` Dataset, per-domain parquet files and a data set card."""
+    target = check_export_target(out_dir, overwrite=overwrite, warehouse=warehouse_path)
     out = Path(out_dir)
     with closing(connect_readonly(warehouse_path)) as con:
         meta = _snapshot_meta(con, snapshot)
@@ -67,28 +75,31 @@ def export_hf(warehouse_path: str | Path, snapshot: str, out_dir: str | Path) ->
     by_domain: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_domain.setdefault(row["domain"], []).append(row)
-    (out / "parquet").mkdir(parents=True, exist_ok=True)
-    parts, parquet = [], {}
-    for domain, domain_rows in sorted(by_domain.items()):
-        part = Dataset.from_list(domain_rows, features=HF_FEATURES)
-        parquet[domain] = out / "parquet" / f"{domain}.parquet"
-        part.to_parquet(str(parquet[domain]))
-        parts.append(part)
-    dataset = concatenate_datasets(parts) if parts else Dataset.from_list([], features=HF_FEATURES)
-    dataset.save_to_disk(str(out / "dataset"))
+    parts = {domain: Dataset.from_list(domain_rows, features=HF_FEATURES)
+             for domain, domain_rows in sorted(by_domain.items())}
+    dataset = concatenate_datasets(list(parts.values())) if parts else Dataset.from_list([], features=HF_FEATURES)
+    card_text = _card(meta, rows, rejections)
+    with staged_export(target, {"format": "hf", "snapshot_id": meta["snapshot_id"]}) as stage:
+        (stage / "parquet").mkdir()
+        for domain, part in parts.items():
+            part.to_parquet(str(stage / "parquet" / f"{domain}.parquet"))
+        dataset.save_to_disk(str(stage / "dataset"))
+        (stage / "README.md").write_text(card_text, encoding="utf-8")
+    parquet = {domain: out / "parquet" / f"{domain}.parquet" for domain in parts}
     card = out / "README.md"
-    card.write_text(_card(meta, rows, rejections), encoding="utf-8")
     return {"snapshot_id": meta["snapshot_id"], "rows": len(rows),
             "per_domain": {d: len(r) for d, r in sorted(by_domain.items())},
             "dataset_dir": str(out / "dataset"), "parquet": {d: str(p) for d, p in parquet.items()},
             "card": str(card)}
 
 
-def export_tau2(warehouse_path: str | Path, snapshot: str, out_dir: str | Path) -> dict[str, Any]:
+def export_tau2(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
+                overwrite: bool = False) -> dict[str, Any]:
     """Write tau2-bench files per domain: ``tasks.json``, ``db.json`` and ``policy.md``.
 
     Every task is validated first, so an invalid task (named in the ``TaskSchemaError``) leaves nothing written.
     """
+    target = check_export_target(out_dir, overwrite=overwrite, warehouse=warehouse_path)
     out = Path(out_dir)
     with closing(connect_readonly(warehouse_path)) as con:
         sid = _snapshot_meta(con, snapshot)["snapshot_id"]
@@ -110,15 +121,17 @@ def export_tau2(warehouse_path: str | Path, snapshot: str, out_dir: str | Path) 
         per_domain[domain].append(task)
     databases = {d: _seeded_db(sid, d, seed, spec_hash, fp) for d, seed, spec_hash, fp in domains}
     written: dict[str, dict[str, Any]] = {}
-    for domain, domain_tasks in per_domain.items():
-        folder = out / domain
-        folder.mkdir(parents=True, exist_ok=True)
-        _write_json(folder / "tasks.json", domain_tasks)
-        _write_json(folder / "db.json", databases[domain])
-        (folder / "policy.md").write_text(policy_markdown(get_spec(domain)), encoding="utf-8")
-        package = write_tau2_package(folder, get_spec(domain), domain_tasks, databases[domain])
-        written[domain] = {"dir": str(folder), "tasks": len(domain_tasks),
-                           "db_rows": sum(len(r) for r in databases[domain].values()), **package.summary()}
+    with staged_export(target, {"format": "tau2", "snapshot_id": sid}) as stage:
+        for domain, domain_tasks in per_domain.items():
+            folder = stage / domain
+            folder.mkdir()
+            _write_json(folder / "tasks.json", domain_tasks)
+            _write_json(folder / "db.json", databases[domain])
+            (folder / "policy.md").write_text(policy_markdown(get_spec(domain)), encoding="utf-8")
+            package = write_tau2_package(folder, get_spec(domain), domain_tasks, databases[domain])
+            written[domain] = {"dir": str(out / domain), "tasks": len(domain_tasks),
+                               "db_rows": sum(len(r) for r in databases[domain].values()),
+                               **package.summary(stage, out)}
     return {"snapshot_id": sid, "rows": len(tasks), "domains": written}
 
 

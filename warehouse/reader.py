@@ -8,16 +8,19 @@ from typing import Any
 
 import duckdb
 
+from warehouse.checks import check_readable, first_line
+from warehouse.errors import WarehouseError
 
-class WarehouseError(RuntimeError):
-    """The warehouse or a snapshot in it cannot be read as asked."""
+__all__ = ["WarehouseError", "connect_readonly", "list_snapshots", "resolve_snapshot"]
 
 
 def connect_readonly(path: str | Path) -> duckdb.DuckDBPyConnection:
-    path = Path(path)
-    if not path.exists():
-        raise WarehouseError(f"no warehouse at {path}; run `toolscale regenerate` first or pass --warehouse")
-    return duckdb.connect(str(path), read_only=True)
+    """A read-only connection to a healthy warehouse; a missing, truncated or foreign file is a ``WarehouseError``."""
+    target = check_readable(path)
+    try:
+        return duckdb.connect(str(target), read_only=True)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"warehouse {path} cannot be opened: {first_line(exc)}") from exc
 
 
 def resolve_snapshot(con: duckdb.DuckDBPyConnection, snapshot: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+from sqlalchemy.engine import URL
 from sqlmodel import SQLModel, create_engine
 
 from warehouse import models  # noqa: F401 - registers the tables on SQLModel.metadata
@@ -42,7 +43,8 @@ VIEWS = {
 
 def ensure_schema(path: Path) -> None:
     """Create missing tables through SQLModel, then (re)create the views with DuckDB."""
-    engine = create_engine(f"duckdb:///{path}")
+    # URL.create, not an f-string URL: a path holding '?', '#' or '%' would be parsed as a query or escape
+    engine = create_engine(URL.create("duckdb", database=str(path)))
     try:
         SQLModel.metadata.create_all(engine)
     finally:

@@ -2,8 +2,10 @@
 
 Readers open the warehouse read-only and never see a partial snapshot: every change happens in
 ``<file>.tmp-<pid>``, which replaces the file with one ``os.replace`` once the snapshot is complete and its
-quality suite has run. A lock file keeps writers to one at a time. A writer killed halfway leaves only a
-stale temporary file, removed by the next writer.
+quality suite has run. Symlinks are resolved once, so the real file is replaced and a symlink stays a symlink,
+and the lock file (``<file>.lock``) sits beside that real file: every path to it shares one lock, and writers go
+one at a time. A writer that fails removes its copy; one killed halfway leaves only a stale copy, removed by the
+next writer (matched by exact name, never by a pattern built from the user's path).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +26,13 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from warehouse.atomic import fsync_dir, fsync_file
+from warehouse.checks import check_target, first_line, lock_path
+from warehouse.errors import WarehouseError
 from warehouse.schema import ensure_schema
+
+__all__ = ["PublishResult", "SnapshotBundle", "WarehouseError", "check_target", "publish", "remove_stale_copies"]
+STALE_SUFFIX = re.compile(r"[0-9]+(\.wal)?")  # what follows "<file>.tmp-" in a copy this writer made
 
 
 @dataclass
@@ -50,14 +60,37 @@ class PublishResult:
 
 
 @contextmanager
-def writer_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def writer_lock(target: Path) -> Iterator[None]:
+    """Hold the exclusive lock of the resolved warehouse file ``target``."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = lock_path(target)
+    # no O_TRUNC, no following a planted symlink, and a FIFO put there cannot block the open
+    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise WarehouseError(f"the lock file {lock} is not a regular file; remove it")
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def remove_stale_copies(target: Path) -> list[Path]:
+    """Delete the copies (``<file>.tmp-<pid>``, and their ``.wal``) that killed writers of ``target`` left.
+
+    Names are compared exactly: ``target``'s name may hold ``*``, ``?`` or ``[``, and no other file may go."""
+    prefix = target.name + ".tmp-"
+    removed = []
+    with os.scandir(target.parent) as entries:
+        for entry in entries:
+            if (entry.name.startswith(prefix) and STALE_SUFFIX.fullmatch(entry.name[len(prefix):])
+                    and entry.is_file(follow_symlinks=False)):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+    return removed
 
 
 def existing_status(path: Path, snapshot_id: str) -> str | None:
@@ -76,15 +109,25 @@ def existing_status(path: Path, snapshot_id: str) -> str | None:
 def publish(path: str | Path, bundle: SnapshotBundle, quality_check: Any) -> PublishResult:
     """Write ``bundle`` as a new snapshot; ``quality_check(con, snapshot_id, requested) -> dict`` decides
     published vs failed. Idempotent: a snapshot id that is already published is left as it is."""
-    path = Path(path)
-    with writer_lock(path):
-        if existing_status(path, bundle.snapshot_id) == "published":
-            return PublishResult(bundle.snapshot_id, "published", {}, already_existed=True)
-        for stale in path.parent.glob(path.name + ".tmp-*"):
-            stale.unlink()
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        if path.exists():
-            shutil.copyfile(path, tmp)
+    target = check_target(path)
+    try:
+        with writer_lock(target):
+            check_target(path)  # again under the lock: another writer may have replaced the file meanwhile
+            if existing_status(target, bundle.snapshot_id) == "published":
+                return PublishResult(bundle.snapshot_id, "published", {}, already_existed=True)
+            remove_stale_copies(target)
+            return _publish_locked(target, bundle, quality_check)
+    except (OSError, duckdb.Error) as exc:
+        raise WarehouseError(f"could not publish snapshot {bundle.snapshot_id} to {os.fspath(path)}: "
+                             f"{first_line(exc)}; the warehouse is unchanged") from exc
+
+
+def _publish_locked(target: Path, bundle: SnapshotBundle, quality_check: Any) -> PublishResult:
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    try:
+        if target.exists():
+            shutil.copyfile(target, tmp)
+            shutil.copymode(target, tmp)
         ensure_schema(tmp)
         con = duckdb.connect(str(tmp))
         try:
@@ -97,10 +140,14 @@ def publish(path: str | Path, bundle: SnapshotBundle, quality_check: Any) -> Pub
             con.execute("CHECKPOINT")
         finally:
             con.close()
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        return PublishResult(bundle.snapshot_id, status, quality)
+        fsync_file(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+        raise
+    fsync_dir(target.parent)
+    return PublishResult(bundle.snapshot_id, status, quality)
 
 
 def _latest_published(con: duckdb.DuckDBPyConnection) -> str | None:

@@ -34,9 +34,16 @@ class PackageFiles:
     split_tasks_json: Path
     splits: dict[str, int]
 
-    def summary(self) -> dict[str, Any]:
-        return {"tau2_domain": self.tau2_domain, "package": str(self.package_dir), "tools_json": str(self.tools_json),
-                "split_tasks_json": str(self.split_tasks_json), "splits": self.splits}
+    def summary(self, written_in: Path | None = None, final: Path | None = None) -> dict[str, Any]:
+        """Paths as the caller will see them: files written in a staging folder are reported at ``final``."""
+        def shown(path: Path) -> str:
+            if written_in is None or final is None:
+                return str(path)
+            return str(final / path.relative_to(written_in))
+
+        return {"tau2_domain": self.tau2_domain, "package": shown(self.package_dir),
+                "tools_json": shown(self.tools_json), "split_tasks_json": shown(self.split_tasks_json),
+                "splits": self.splits}
 
 
 def tau2_domain_name(domain: str) -> str:
