@@ -160,6 +160,10 @@ def toolscale_reward(completions: list[Any], rollout: list[dict[str, Any]] | Non
     everything, start = _gather_across_processes(list(rollout))
     scored = score_rollouts([RolloutStats.from_dict(r) for r in everything])
     if log_metric is not None:
+        stats = [RolloutStats.from_dict(r) for r in rollout]
+        log_metric("episode/solved_rate", sum(r.solved for r in stats) / max(1, len(stats)))
+        log_metric("episode/cost", sum(r.cost for r in stats) / max(1, len(stats)))
+        log_metric("episode/format_errors", float(sum(r.format_errors for r in stats)))
         for reason in (DROP_FORMAT, DROP_NO_FINAL, DROP_LOW_STD):
             log_metric(f"filter/{reason}", float(scored.drops[reason]))
         log_metric("filter/groups_dropped", float(scored.groups_dropped))
