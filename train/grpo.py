@@ -2,7 +2,7 @@
 
     python -m train.grpo --profile cpu-smoke --warehouse warehouse/toolscale.duckdb --output-dir work/train/smoke
     python -m train.grpo --profile h100 --dry-run          # parse, build the datasets, construct the trainer on CPU
-    accelerate launch --config_file train/profiles/accelerate-2x8.yaml ... -m train.grpo --profile h100
+    accelerate launch --config_file train/profiles/launch/accelerate-2x8.yaml ... -m train.grpo --profile h100
 
 Rollouts come in through TRL's ``rollout_func``: each prompt of the batch becomes one episode (train/episode.py),
 its model tokens are trained on and its observation tokens masked out (``env_mask``). The reward is
