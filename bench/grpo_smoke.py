@@ -15,7 +15,7 @@ import os
 import tempfile
 from dataclasses import replace
 
-from toolscale.regenerate import RegenerateConfig, regenerate
+from pipeline.regenerate import RegenerateConfig, regenerate
 from train.grpo import train
 from train.profiles import load_profile
 

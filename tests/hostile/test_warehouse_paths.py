@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 import pytest
 
-import toolscale.regenerate as job
+import pipeline.regenerate as job
 from pipeline.regenerate import RegenerateConfig, regenerate
 from warehouse.checks import check_readable
 from warehouse.reader import WarehouseError, connect_readonly
@@ -428,7 +428,7 @@ def test_publishing_through_a_symlink_updates_the_real_file_and_keeps_the_link(s
 WRITER = """
 import json, sys, time
 from pathlib import Path
-import toolscale.regenerate as job
+import pipeline.regenerate as job
 from pipeline.regenerate import RegenerateConfig, regenerate
 params, me, other, meeting = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
 real_suite = job.run_quality_suite

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolscale.regenerate import RegenerateConfig, regenerate
+from pipeline.regenerate import RegenerateConfig, regenerate
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_CACHE = REPO / "work"  # the converted fp32 model is reused across runs (gitignored)
