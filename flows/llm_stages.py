@@ -26,13 +26,15 @@ def llm_stages_flow(stages: list[str] | None = None, sample: int = 8, proposals:
                     endpoint: str | None = None, budget_usd: float | None = None, warehouse: str | None = None,
                     work_dir: str = "work", seed: int = 0, snapshot: str = "latest",
                     domains: list[str] | None = None, kill_threshold: float = 0.9,
-                    port: int | None = None, registry: str | None = None) -> dict[str, Any]:
+                    port: int | None = None, registry: str | None = None,
+                    propose_max_tokens: int = 400) -> dict[str, Any]:
     """Run the LLM stages and record calls, acceptance per stage and refusals in the warehouse."""
     logger = get_run_logger()
     cfg = LLMStagesConfig(warehouse=warehouse or default_warehouse(), work_dir=work_dir,
                           stages=list(stages or STAGES), sample=sample, proposals=proposals, endpoint=endpoint,
                           registry=registry, budget_usd=budget_usd, seed=seed, snapshot=snapshot, domains=domains,
-                          kill_threshold=kill_threshold, port=port)
+                          kill_threshold=kill_threshold, port=port,
+                          propose_max_tokens=propose_max_tokens)
     report = run_llm_stages(cfg, progress=logger.info)
     create_markdown_artifact(markdown=report_markdown(report), key=ARTIFACT_KEY,
                              description=f"LLM stages run {report.run_id}")

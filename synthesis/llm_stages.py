@@ -39,6 +39,7 @@ class LLMStagesConfig:
     stages: list[str] = field(default_factory=lambda: list(STAGES))
     sample: int = 8  # snapshot tasks given to paraphrase and evolve
     proposals: int = 2  # domain specs asked for
+    propose_max_tokens: int = 400  # the longest spec answer asked for (SmolLM2's context is 2048 tokens)
     endpoint: str | None = None  # a registry name; None: the registry's default
     registry: str | None = None
     budget_usd: float | None = None  # for the whole run, all stages together
@@ -112,6 +113,7 @@ def run_llm_stages(cfg: LLMStagesConfig, progress: Progress = print) -> LLMStage
                 result = evolve_tasks(list(sample.tasks), llm, kill_threshold=cfg.kill_threshold)
             else:
                 result = propose_domains(llm, Path(cfg.work_dir) / "proposed_domains", count=cfg.proposals,
+                                         max_tokens=cfg.propose_max_tokens,
                                          gate=GateConfig(kill_threshold=cfg.kill_threshold))
                 proposed += [p.path for p in result.accepted]
             summaries[stage] = result.summary()
