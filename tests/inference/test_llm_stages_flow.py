@@ -23,7 +23,7 @@ from toolscale.regenerate import RegenerateConfig, regenerate
 from warehouse.llm_queries import COST_PER_VERIFIED_TASK_BY_STAGE, MODELS_BY_SUCCESS_PER_DOLLAR
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE = 3
+SAMPLE = 2
 
 
 @pytest.fixture(scope="module")
