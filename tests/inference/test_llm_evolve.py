@@ -23,7 +23,7 @@ REASONS = {"llm_error", "budget_exceeded", "no_options", "invalid_json", "bad_sh
 
 @pytest.fixture(scope="module")
 def tasks() -> list[Task]:
-    return _weather_tasks(4, seed=11)
+    return _weather_tasks(2, seed=11)
 
 
 def test_menu_children_are_longer_verified_tasks_that_keep_the_parents_words(tasks: list[Task]) -> None:
