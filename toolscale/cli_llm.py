@@ -1,15 +1,19 @@
-"""The LLM commands of the ``toolscale`` CLI: ``endpoints`` (list and health-check) and ``serve`` (run a managed
-server in the foreground until Ctrl-C)."""
+"""The LLM commands of the ``toolscale`` CLI: ``endpoints`` (list and health-check), ``serve`` (run a managed
+server in the foreground until Ctrl-C) and ``llm-stages`` (the LLM stages of the factory on a snapshot sample)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
 from dataclasses import asdict
 from typing import Any
+
+# synthesis.llm_stages.STAGES, spelled out so that building the parser imports no LLM code (a test keeps them equal)
+LLM_STAGES = ("paraphrase", "evolve", "propose")
 
 
 def _endpoints(args: argparse.Namespace) -> int:
@@ -66,6 +70,39 @@ def _serve_until_stopped(managed: Any, stop: threading.Event) -> int:
     return 0
 
 
+def _llm_stages(args: argparse.Namespace) -> int:
+    # the flow starts a temporary Prefect server when none is configured; a busy machine needs more than 20 s
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    from inference.endpoints import EndpointError
+    from synthesis.llm_stages import LLMStagesConfig
+    from warehouse.reader import WarehouseError
+
+    cfg = LLMStagesConfig(warehouse=args.warehouse, work_dir=args.work_dir, stages=list(args.stages),
+                          sample=args.sample, proposals=args.proposals, endpoint=args.endpoint,
+                          registry=args.registry, budget_usd=args.budget, seed=args.seed, port=args.port)
+    try:
+        cfg.check()  # bad settings fail before a flow run exists
+        from flows.llm_stages import llm_stages_flow
+
+        report = llm_stages_flow(stages=cfg.stages, sample=cfg.sample, proposals=cfg.proposals,
+                                 endpoint=cfg.endpoint, budget_usd=cfg.budget_usd, warehouse=cfg.warehouse,
+                                 work_dir=cfg.work_dir, seed=cfg.seed, port=cfg.port, registry=cfg.registry)
+    except (ValueError, EndpointError, WarehouseError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+        return 0
+    for stage, s in report["stages"].items():
+        reasons = ", ".join(f"{k} {v}" for k, v in s["rejection_reasons"].items()) or "none"
+        print(f"{stage:<11} {s['accepted']:>3}/{s['attempted']:<3} accepted ({s['acceptance_rate']:.0%}); "
+              f"refused: {reasons}")
+    t = report["totals"]
+    print(f"run {report['run_id']}: {t['calls']} calls ({t['cache_hits']} cached), "
+          f"{t['prompt_tokens'] + t['completion_tokens']} tokens, ${t['cost_usd']:.6f}")
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
     """Add ``endpoints`` and ``serve`` to the CLI's subparsers."""
     p = sub.add_parser("endpoints", help="list the LLM endpoints and health-check each")
@@ -80,3 +117,18 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for the server to answer")
     p.add_argument("--registry", default=None, help="endpoint registry file")
     p.set_defaults(func=_serve)
+    p = sub.add_parser("llm-stages", help="run the LLM stages (paraphrase, evolve, propose) on a sample of the "
+                                          "latest snapshot and record them in the warehouse")
+    p.add_argument("--stages", nargs="+", choices=LLM_STAGES, default=list(LLM_STAGES))
+    p.add_argument("--sample", type=int, default=8, help="snapshot tasks given to paraphrase and evolve")
+    p.add_argument("--proposals", type=int, default=2, help="domain specs to ask for")
+    p.add_argument("--endpoint", default=None, help="an endpoint name from the registry (default: its default)")
+    p.add_argument("--budget", type=float, default=None, help="USD for the whole run (default: no limit)")
+    p.add_argument("--seed", type=int, default=0, help="which tasks are sampled")
+    p.add_argument("--port", type=int, default=None, help="port for a managed server started for this run")
+    p.add_argument("--warehouse", default=os.environ.get("TOOLSCALE_WAREHOUSE", "warehouse/toolscale.duckdb"), help="DuckDB file (default: $TOOLSCALE_WAREHOUSE "
+                                                                    "or warehouse/toolscale.duckdb)")
+    p.add_argument("--work-dir", default="work", help="LLM cache and accepted domain specs")
+    p.add_argument("--registry", default=None, help="endpoint registry file")
+    p.add_argument("--json", action="store_true", help="print the run's report as JSON")
+    p.set_defaults(func=_llm_stages)
