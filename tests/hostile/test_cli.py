@@ -122,12 +122,12 @@ def test_warehouse_that_is_a_folder_or_fifo_is_refused(untouched: Path, tmp_path
     folder.mkdir()
     fifo = tmp_path / "fifo.duckdb"
     os.mkfifo(fifo)
-    for target in (folder, fifo):
+    for target, why in ((folder, "is a directory"), (fifo, "not a regular file")):
         out = run_cli("regenerate", "--domains", "weather", "--warehouse", str(target),
                       "--work-dir", str(tmp_path / "w"), timeout=30)
-        assert_one_error_line(out, 2, "not a regular file")
+        assert_one_error_line(out, 2, why)
         out = run_cli("snapshots", "--warehouse", str(target), timeout=30)
-        assert_one_error_line(out, 2, "not a regular file")
+        assert_one_error_line(out, 2, why)
 
 
 def test_work_dir_that_is_a_file_is_refused(untouched: Path, tmp_path: Path) -> None:
