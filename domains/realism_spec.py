@@ -50,6 +50,7 @@ class Users:
     persona_name: str
     manners: tuple[str, ...]
     owns: dict[str, tuple[str, ...]]  # table -> foreign-key hops to the user's row
+    held: tuple[str, ...] = ()  # tables whose keys people hold (booking references); other keys are internal
 
     def role(self, name: str) -> Role | None:
         return next((r for r in self.roles if r.name == name), None)
@@ -116,7 +117,8 @@ def build_users(raw: dict[str, Any] | None) -> Users | None:
     persona = raw.get("persona", {})
     return Users(roles=roles, persona_name=persona.get("name", "full_name"),
                  manners=tuple(persona.get("manners", DEFAULT_MANNERS)),
-                 owns={t: tuple(p.split(".")) for t, p in raw.get("owns", {}).items()})
+                 owns={t: tuple(p.split(".")) for t, p in raw.get("owns", {}).items()},
+                 held=tuple(raw.get("held", ())))
 
 
 def build_invariants(raw: list[dict[str, Any]] | None) -> tuple[Invariant, ...]:
@@ -217,6 +219,9 @@ def _users_problems(spec: DomainSpec, users: Users, tables: dict[str, Any], tool
                 out.append(f"{where}.may_call[{t_i}]: unknown tool {name!r}")
         if users.persona_name not in columns:
             out.append(f"users.persona.name: {role.table} has no column {users.persona_name!r}")
+    for h_i, table in enumerate(users.held):
+        if table not in tables:
+            out.append(f"users.held[{h_i}]: unknown table {table!r}")
     role_tables = {r.table for r in users.roles}
     for table, hops in users.owns.items():
         where = f"users.owns.{table}"
