@@ -41,7 +41,15 @@ def human_date(value: str) -> str:
 
 
 def _humanise(ctx: dict[str, Any]) -> dict[str, Any]:
-    return {k: human_date(v) if isinstance(v, str) and ISO_DATE.match(v) else v for k, v in ctx.items()}
+    """Values as a person says them: dates spelled out, 'gift_card' as 'gift card'."""
+    out = {}
+    for k, v in ctx.items():
+        if isinstance(v, str) and ISO_DATE.match(v):
+            v = human_date(v)
+        elif isinstance(v, str) and "_" in v and v.replace("_", "").isalpha():
+            v = v.replace("_", " ")
+        out[k] = v
+    return out
 
 
 def render(template: str, ctx: dict[str, Any], result: dict[str, Any] | None = None) -> str | None:
@@ -180,8 +188,8 @@ class Realism:
         notes = (f"intent={intent.name}", f"outcome={outcome.name}", f"rule={outcome.rule}")
         if intent.hinges_on_policy:
             notes += ("hinged",)
-        if not any(c.name in self.writes() for c in calls) and not outcome.calls and len(intent.outcomes) == 1:
-            notes += ("forbidden=role",)  # an intent with nothing to do: a request the role may not make
+        if not outcome.calls and not outcome.say and len(intent.outcomes) == 1:
+            notes += ("forbidden=role",)  # nothing to do and nothing to say: a request the role may not make
         return Request("intent", clause, tuple(calls), tuple(say), known, entities=tuple(sorted(written, key=repr)),
                        notes=notes)
 

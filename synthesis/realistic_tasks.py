@@ -85,7 +85,7 @@ def base_candidate(graph: ToolGraph, rng: random.Random, seed: int) -> Task | No
         if rng.random() < FORBIDDEN_IN_BASE:
             extra = _forbidden(realism, db, person, role, rng)
             if extra is not None:
-                requests.insert(rng.choice([1, 2]), extra)
+                requests.append(extra)  # after the goal: forbidden phrasings read as an add-on
     r = realism.role(role)
     return Task(graph.spec.name, seed, requests, style_for(rng), persona=realism.persona(role, person, rng),
                 user=realism.user_key(role, person), identify_tools=tuple(i.tool for i in r.identify))
@@ -118,8 +118,9 @@ def _person(realism: Realism, task: Task) -> tuple[str, dict[str, Any]] | None:
     return (role, found) if found else None
 
 
-def _child(parent: Task, requests: list[Request], operator: str) -> Task:
-    return Task(parent.domain, parent.seed, requests, parent.style, evolved_from=parent.task_id, operator=operator,
+def _child(parent: Task, requests: list[Request], operator: str, rng: random.Random) -> Task:
+    # a fresh speaking style: a child that opened like its parent would crowd the common openings
+    return Task(parent.domain, parent.seed, requests, style_for(rng), evolved_from=parent.task_id, operator=operator,
                 depth=parent.depth + 1, persona=parent.persona, user=parent.user, identify_tools=parent.identify_tools)
 
 
@@ -145,7 +146,7 @@ def add_goal(graph: ToolGraph, parent: Task, rng: random.Random) -> Task | None:
                 continue
             goal = realism.intent_request(db, intent, person, rng.choice(rows), rng, seen)
             if goal is not None:
-                return _child(parent, [*parent.requests, goal], "add_goal")
+                return _child(parent, [*parent.requests, goal], "add_goal", rng)
         return None
     finally:
         db.close()
@@ -165,7 +166,7 @@ def add_forbidden(graph: ToolGraph, parent: Task, rng: random.Random) -> Task | 
         return None
     try:
         extra = _forbidden(realism, db, person, role, rng)
-        return None if extra is None else _child(parent, [*parent.requests, extra], "add_forbidden")
+        return None if extra is None else _child(parent, [*parent.requests, extra], "add_forbidden", rng)
     finally:
         db.close()
 

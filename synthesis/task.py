@@ -180,7 +180,9 @@ def _spoken(requests: list[Request], style: int) -> str:
     if not said:
         return ""
     opening = OPENINGS[style % len(OPENINGS)]
-    parts = [(opening + " " if opening else "") + _capitalise_sentences(_sentence(said[0]))]
+    first = _sentence(said[0])
+    first = _lower_first(first) if opening.endswith(",") else _capitalise_sentences(first)
+    parts = [(opening + " " if opening else "") + first]
     for i, clause in enumerate(said[1:]):
         parts.append(JOINERS[(style + i) % len(JOINERS)] + _lower_first(_sentence(clause)))
     return " ".join(parts)
