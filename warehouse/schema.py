@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 from sqlmodel import SQLModel, create_engine
 
-from warehouse import models  # noqa: F401 - registers the tables on SQLModel.metadata
+from warehouse import audit_models, models  # noqa: F401 - registers the tables on SQLModel.metadata
 
 VIEWS = {
     "latest_tasks": """
