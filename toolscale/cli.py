@@ -157,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     _warehouse_arg(p)
     p.set_defaults(func=_export)
+    from toolscale.cli_audit import add_parsers as add_audit_parsers
+
+    add_audit_parsers(sub)
     return parser
 
 
