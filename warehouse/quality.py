@@ -88,6 +88,15 @@ def frames(con: duckdb.DuckDBPyConnection, snapshot_id: str, requested: dict[str
 def run_quality_suite(con: duckdb.DuckDBPyConnection, snapshot_id: str, requested: dict[str, int],
                       kill_threshold: float = 0.9) -> dict[str, Any]:
     """Validate the snapshot; returns {'success': bool, 'failures': [...], 'evaluated': n}."""
+    return _validate(frames(con, snapshot_id, requested), _suites(kill_threshold))
+
+
+def realism_gate(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> dict[str, Any]:
+    """The realism part of the suite alone (same result shape)."""
+    return _validate({"realism": realism_frame(con, snapshot_id)}, {"realism": realism_expectations()})
+
+
+def _validate(data: dict[str, pd.DataFrame], suites: dict[str, list[Any]]) -> dict[str, Any]:
     gx = _gx()
     context = gx.get_context(mode="ephemeral")
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -96,8 +105,7 @@ def run_quality_suite(con: duckdb.DuckDBPyConnection, snapshot_id: str, requeste
     source = context.data_sources.add_pandas("snapshot")
     failures: list[str] = []
     evaluated = 0
-    data = frames(con, snapshot_id, requested)
-    for name, expectations in _suites(kill_threshold).items():
+    for name, expectations in suites.items():
         frame = data[name]
         if frame.empty and name == "realism":
             continue  # no converted domain in this snapshot: nothing to gate
