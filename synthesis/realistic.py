@@ -138,7 +138,8 @@ class Realism:
         call = bind(CallTemplate(ident.tool, ident.arguments), person)
         if call is None:
             return None
-        facts = tuple(f for f in (render(t, _humanise_keep_iso(person)) for t in ident.facts) if f)
+        # identification facts are what a person types into a form: dates of birth stay as written (ISO)
+        facts = tuple(f for f in (render(t, person) for t in ident.facts) if f)
         return Request("identify", "", (call,), known=facts, notes=("identify",))
 
     def writes(self) -> set[str]:
@@ -220,11 +221,6 @@ class Realism:
             return Request("forbidden", clause, (), notes=("forbidden=other_owner", f"intent={intent.name}",
                                                            "rule=Act only for the identified user."))
         return None
-
-
-def _humanise_keep_iso(person: dict[str, Any]) -> dict[str, Any]:
-    # identification facts are what the user types into a form: dates of birth stay as written (ISO)
-    return dict(person)
 
 
 def _writes(intent: Intent, row: dict[str, Any], writes: set[str]) -> bool:

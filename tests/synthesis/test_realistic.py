@@ -17,6 +17,7 @@ from synthesis.realistic_tasks import add_goal, base_candidate
 from synthesis.toolgraph import ToolGraph
 from verifiers.types import Trajectory, VerifiableTask
 from verifiers.verify import verify
+from warehouse.exports import tau2_problems
 
 CONVERTED = ("railway", "restaurant")
 
@@ -52,6 +53,7 @@ def test_every_task_has_one_identified_user_who_knows_no_internal_ids(domain: st
         assert not {c["name"] for c in rec["gold_calls"]} & staff_only_tools(spec)
         assert "I need you to" not in scenario["instructions"]["reason_for_call"]
         assert "passenger_id" not in str(scenario) and "guest_id" not in str(scenario)
+        assert tau2_problems(rec["tau2"]) == []
 
 
 @pytest.mark.parametrize("domain", CONVERTED)
