@@ -173,6 +173,9 @@ def _sentence(clause: str) -> str:
 
 
 def _lower_first(clause: str) -> str:
+    stripped = re.sub(r"^(and|also),?\s+", "", clause, flags=re.IGNORECASE)  # the joiner already says it
+    if stripped != clause:
+        return stripped  # what follows 'and' is already mid-sentence (and may be a name)
     return clause if re.match(r"^(I\b|I'|[A-Z]{2})", clause) else clause[:1].lower() + clause[1:]
 
 
