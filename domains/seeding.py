@@ -94,12 +94,18 @@ def _date_of(value: str) -> str:
     return value[:10]
 
 
+def email_from(full_name: str, number: int) -> str:
+    """An e-mail address that matches its owner's name: 'Ana Müller', 7 -> 'ana.muller7@example.com'."""
+    local = ".".join(full_name.lower().split()).replace("ü", "u").replace("ö", "o").replace("é", "e")
+    return f"{local}{number}@example.com"
+
+
 _SAFE_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call, ast.Compare,
                ast.IfExp, ast.BoolOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod, ast.FloorDiv, ast.USub,
                ast.UAdd, ast.Not, ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
                ast.In, ast.NotIn, ast.Tuple, ast.List)
 FORMULA_FUNCS = {"round", "min", "max", "abs", "int", "float", "str", "lower", "upper", "date_add",
-                 "datetime_add", "date_of", "randint", "uniform", "choice"}
+                 "datetime_add", "date_of", "randint", "uniform", "choice", "email_from"}
 
 
 def _parse_formula(expr: str) -> ast.Expression:
@@ -151,8 +157,9 @@ class Formula:
         env: dict[str, Any] = {
             "round": round, "min": min, "max": max, "abs": abs, "int": int, "float": float, "str": str,
             "lower": str.lower, "upper": str.upper, "date_add": _date_add, "datetime_add": _datetime_add,
-            "date_of": _date_of, "randint": rng.randint, "choice": lambda *xs: rng.choice(xs),
-            "uniform": lambda a, b: round(rng.uniform(a, b), 2), "_mul": _bounded_mul,
+            "date_of": _date_of, "email_from": email_from, "randint": rng.randint,
+            "choice": lambda *xs: rng.choice(xs), "uniform": lambda a, b: round(rng.uniform(a, b), 2),
+            "_mul": _bounded_mul,
         }
         env.update(row)
         return eval(self.code, {"__builtins__": {}}, env)  # noqa: S307 - AST whitelisted above

@@ -21,6 +21,9 @@ import jsonschema
 from domains.safeyaml import MAX_SPEC_BYTES, YamlLimitError, load_yaml
 from domains.sqlguard import EFFECT, READ, StatementGuard, StatementRefused
 
+from domains.realism_spec import (Intent, Invariant, Users, build_intents, build_invariants, build_users,
+                                  realism_problems)
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "domain.schema.json"
 SQL_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -66,6 +69,8 @@ class Precondition:
     sql: str
     error: str
     expect: str = "exists"
+    enforced_by: str = "tool"  # "policy": the tool lets it through; only the agent (and the state check) enforces it
+    rule: str = ""
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,9 @@ class DomainSpec:
     utterances: dict[str, tuple[str, ...]]
     path: str
     spec_hash: str
+    users: Users | None = None
+    invariants: tuple[Invariant, ...] = ()
+    intents: tuple[Intent, ...] = ()
 
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
@@ -225,15 +233,21 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
         tools.append(Tool(
             name=t["name"], description=t["description"].strip(), kind=t["kind"], entity=t["entity"],
             parameters=params, returns_sql=t["returns"]["sql"], returns_mode=t["returns"].get("mode", "one"),
-            preconditions=tuple(Precondition(p["sql"], p["error"], p.get("expect", "exists"))
+            preconditions=tuple(Precondition(p["sql"], p["error"], p.get("expect", "exists"),
+                                             p.get("enforced_by", "tool"), p.get("rule", "").strip())
                                 for p in t.get("preconditions", [])),
             effects=tuple(t.get("effects", [])), generated=dict(t.get("generated", {})),
             mention=t.get("mention"), examples=tuple(t.get("examples", [])),
         ))
+    from domains.policy import policy_text  # local: policy reads this module's types
+
+    users = build_users(raw.get("users"))
     return DomainSpec(name=raw["domain"], description=raw["description"].strip(), now=raw["now"],
-                      policy=raw.get("policy", "").strip(), tables=tuple(tables), tools=tuple(tools),
+                      policy=policy_text(raw.get("policy", "").strip(), raw["now"], users, tools),
+                      tables=tuple(tables), tools=tuple(tools),
                       utterances={k: tuple(v) for k, v in raw["utterances"].items()}, path=label,
-                      spec_hash=spec_hash)
+                      spec_hash=spec_hash, users=users, invariants=build_invariants(raw.get("invariants")),
+                      intents=build_intents(raw.get("intents")))
 
 
 def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
@@ -288,6 +302,12 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
             for slot in SLOT.findall(tpl):
                 if slot not in tool.param_names:
                     problems.append(f"utterances.{name}[{k}]: slot {{{slot}}} is not a parameter of {name}")
+    problems += realism_problems(spec, db)
+    for i, tool in enumerate(spec.tools):
+        for k, p in enumerate(tool.preconditions):
+            if p.enforced_by == "policy" and not p.rule:
+                problems.append(f"tools[{i}].preconditions[{k}].rule: a policy-only rule needs the policy "
+                                f"sentence that states it")
     return problems
 
 

@@ -25,6 +25,7 @@ from synthesis.dedup import dedup, minilm
 from pipeline.lifecycle import exit_when_orphaned
 from synthesis.generate import ShardConfig, generate_shard
 from toolscale.version import code_version
+from warehouse.audit_models import audit_rows, write_audit
 from warehouse.quality import run_quality_suite
 from warehouse.writer import PublishResult, SnapshotBundle, check_target, publish
 
@@ -212,7 +213,7 @@ def domain_rows(cfg: RegenerateConfig) -> tuple[list[dict[str, Any]], list[dict[
                         "rows": sum(t.rows for t in spec.tables),
                         "read_tools": sum(t.kind == "read" for t in spec.tools),
                         "write_tools": sum(t.kind == "write" for t in spec.tools),
-                        "description": spec.description, "policy": spec.policy})
+                        "description": spec.description, "policy": spec.policy})  # policy: with clock and rules
         tools += [{"domain": name, "name": t.name, "kind": t.kind, "entity": t.entity,
                    "description": t.description, "parameters_json": json.dumps(t.parameters, sort_keys=True)}
                   for t in spec.tools]
@@ -250,7 +251,14 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
     # stored in the snapshot row: the time up to the warehouse write (the write cannot time itself)
     bundle.seconds = round(tick - started, 2)
     summary["timings"] = {k: round(v, 2) for k, v in timings.items()}
-    result = publish(cfg.warehouse, bundle, lambda con, sid, req: run_quality_suite(con, sid, req, cfg.kill_threshold))
+    audit = audit_rows(records)
+    summary["audit"] = {row["domain"]: row for row in audit}
+
+    def gate(con: Any, sid: str, req: dict[str, int]) -> dict[str, Any]:
+        write_audit(con, sid, audit)  # in the snapshot's temporary copy, so it lands with the snapshot
+        return run_quality_suite(con, sid, req, cfg.kill_threshold)
+
+    result = publish(cfg.warehouse, bundle, gate)
     timings["publish_s"] = round(time.perf_counter() - tick, 2)
     summary["timings"] = {k: round(v, 2) for k, v in timings.items()}
     summary["seconds"] = round(time.perf_counter() - started, 2)

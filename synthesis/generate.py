@@ -14,6 +14,8 @@ from typing import Any
 from domains.registry import get_engine
 from synthesis import requests as rq
 from synthesis.evolve import evolve
+from synthesis.realism_audit import TaskFacts, publishable, task_figures
+from synthesis.realistic_tasks import base_candidate, evolve_realistic, is_converted
 from synthesis.task import Task, style_for
 from synthesis.toolgraph import ToolGraph
 from verifiers.verify import check_task
@@ -38,6 +40,8 @@ class ShardConfig:
 
 
 def _base_candidate(graph: ToolGraph, rng: random.Random, seed: int) -> Task | None:
+    if is_converted(graph):
+        return base_candidate(graph, rng, seed)
     kinds = list(BASE_WEIGHTS)
     kind = rng.choices(kinds, weights=[BASE_WEIGHTS[k] for k in kinds])[0]
     with graph.engine.fresh() as db:
@@ -59,6 +63,11 @@ def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -
     """Verify a candidate and describe it, verdicts included, as one flat record."""
     report = check_task(task.verifiable(), graph.engine)
     ok, reason = report.admissible(threshold)
+    figures = None
+    if ok:  # realism figures for every accepted task; a gate only where the domain declares intents
+        figures = task_figures(graph.engine, facts_of(task))
+        if figures["converted"]:
+            ok, reason = publishable(figures)
     write_tools = {t.name for t in graph.writes}
     calls = task.gold_calls
     return {
@@ -75,7 +84,15 @@ def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -
         "mutants": report.mutation.total, "mutants_killed": report.mutation.killed,
         "kill_rate": report.mutation.kill_rate, "survivors": list(report.mutation.survivors),
         "tau2": task.tau2(),
+        "realism": figures, "notes": task.notes, "persona": task.persona.describe() if task.persona else None,
+        "request": task.reason_for_call(),
     }
+
+
+def facts_of(task: Task) -> TaskFacts:
+    return TaskFacts(task.domain, task.gold_calls, task.communicate_info, task.reason_for_call(),
+                     task.instruction_text(), tuple(task.notes), task.persona.name if task.persona else None,
+                     task.persona.role if task.persona else None, task.user, task.identify_tools, task.seed)
 
 
 def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
@@ -103,6 +120,7 @@ def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
     generation = admit([_base_candidate(graph, rng, cfg.seed) for _ in range(cfg.base_candidates)])
     for _ in range(cfg.evolution_rounds):
         parents = [p for p in generation if rng.random() < cfg.evolve_probability]
-        generation = admit([evolve(graph, parent, rng) for parent in parents])
+        grow = evolve_realistic if is_converted(graph) else evolve
+        generation = admit([grow(graph, parent, rng) for parent in parents])
     return {"shard": asdict(cfg), "shard_id": cfg.shard_id, "records": records,
             "sampling_failures": sampling_failures, "seconds": round(time.perf_counter() - started, 3)}

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from domains.engine import ToolCall
+from synthesis.realistic import Persona
 from synthesis.requests import Request
 from verifiers.types import VerifiableTask
 
@@ -32,6 +34,10 @@ class Task:
     operator: str | None = None
     depth: int = 0
     distractors: list[str] = field(default_factory=list)
+    # realistic tasks (domains with users and intents): who asks, and how they are identified
+    persona: Persona | None = None
+    user: tuple[str, Any] | None = None
+    identify_tools: tuple[str, ...] = ()
 
     @property
     def gold_calls(self) -> tuple[ToolCall, ...]:
@@ -46,9 +52,16 @@ class Task:
         return [r.kind for r in self.requests]
 
     def verifiable(self) -> VerifiableTask:
-        return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info)
+        return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info, self.user,
+                              self.identify_tools)
+
+    @property
+    def notes(self) -> list[str]:
+        return [n for r in self.requests for n in r.notes]
 
     def reason_for_call(self) -> str:
+        if self.persona is not None:
+            return _spoken(self.requests, self.style)
         parts = []
         for i, r in enumerate(self.requests):
             pool = OPENERS if i == 0 else (LAST if i == len(self.requests) - 1 and i > 1 else THEN)
@@ -58,6 +71,8 @@ class Task:
         return _capitalise_sentences(" ".join(parts))
 
     def instructions(self) -> dict[str, Any]:
+        if self.persona is not None:
+            return self._persona_instructions()
         known = list(dict.fromkeys(k for r in self.requests for k in r.known))
         unknown = list(dict.fromkeys(u for r in self.requests for u in r.unknown))
         task_text = STYLE[self.style % len(STYLE)].format(domain=self.domain)
@@ -69,6 +84,22 @@ class Task:
             "known_info": "; ".join(known) if known else None,
             "unknown_info": ("You do not know " + ", ".join(unknown) + ".") if unknown else None,
             "task_instructions": task_text,
+        }
+
+    def _persona_instructions(self) -> dict[str, Any]:
+        assert self.persona is not None
+        facts = list(dict.fromkeys(k for r in self.requests for k in r.known))
+        named = any(self.persona.name in k for k in facts)
+        known = ([] if named else [f"your name is {self.persona.name}"]) + facts
+        return {
+            "domain": self.domain,
+            "reason_for_call": self.reason_for_call(),
+            "known_info": "; ".join(known),
+            "unknown_info": "You do not know any internal account or record ids; you only know what is listed.",
+            "task_instructions": (f"You are {self.persona.name}, a {self.persona.role} of the {self.domain} service, "
+                                  f"talking to its assistant. Your manner: {self.persona.manner}. Give the details "
+                                  f"you know when the agent asks for them. If the agent refuses part of your request "
+                                  f"and explains the rule, accept it and carry on with the rest."),
         }
 
     def instruction_text(self) -> str:
@@ -99,7 +130,8 @@ class Task:
         return {
             "id": self.task_id,
             "description": {"purpose": self.purpose(), "relevant_policies": None, "notes": None},
-            "user_scenario": {"persona": None, "instructions": self.instructions()},
+            "user_scenario": {"persona": self.persona.describe() if self.persona else None,
+                              "instructions": self.instructions()},
             "initial_state": None,
             "evaluation_criteria": {
                 "actions": [{"action_id": f"{self.task_id}-{i}", "requestor": "assistant", "name": c.name,
@@ -115,7 +147,9 @@ class Task:
         tools = ", ".join(dict.fromkeys(c.name for c in self.gold_calls))
         kinds = " + ".join(self.kinds)
         lineage = f" Evolved by {self.operator} (depth {self.depth})." if self.operator else ""
-        return f"{self.domain}: {kinds} using {tools}.{lineage}"
+        rules = [n[5:] for n in self.notes if n.startswith("rule=")]
+        decided = f" Decided by: {' '.join(dict.fromkeys(rules))}" if rules else ""
+        return f"{self.domain}: {kinds} using {tools}.{lineage}{decided}"
 
 
 def _capitalise_sentences(text: str) -> str:
@@ -124,3 +158,36 @@ def _capitalise_sentences(text: str) -> str:
 
 def style_for(rng: random.Random) -> int:
     return rng.randrange(len(STYLE) * len(OPENERS))
+
+
+# at most one word each, so the opening three words still vary with the request itself
+OPENINGS = ("Hi.", "Hello,", "Morning.", "Hey,", "Hiya,", "Evening.", "Afternoon.", "Hello!", "Hi!", "", "Hey!",
+            "Greetings.", "Right,", "So,", "Okay,")
+JOINERS = ("Also, ", "One more thing: ", "Oh, and ", "Separately, ", "While I have you, ", "And ",
+           "Another thing - ", "Besides that, ")
+
+
+def _sentence(clause: str) -> str:
+    clause = clause.strip()
+    return clause if clause[-1:] in ".?!" else clause + "."
+
+
+def _lower_first(clause: str) -> str:
+    stripped = re.sub(r"^(and|also),?\s+", "", clause, flags=re.IGNORECASE)  # the joiner already says it
+    if stripped != clause:
+        return stripped  # what follows 'and' is already mid-sentence (and may be a name)
+    return clause if re.match(r"^(I\b|I'|[A-Z]{2})", clause) else clause[:1].lower() + clause[1:]
+
+
+def _spoken(requests: list[Request], style: int) -> str:
+    """What a person says: an opening, their first goal, then the rest joined as people join them."""
+    said = [r.clause for r in requests if r.kind != "identify" and r.clause]
+    if not said:
+        return ""
+    opening = OPENINGS[style % len(OPENINGS)]
+    first = _sentence(said[0])
+    first = _lower_first(first) if opening.endswith(",") else _capitalise_sentences(first)
+    parts = [(opening + " " if opening else "") + first]
+    for i, clause in enumerate(said[1:]):
+        parts.append(JOINERS[(style + i) % len(JOINERS)] + _lower_first(_sentence(clause)))
+    return " ".join(parts)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from domains.engine import ToolCall
 from verifiers.replay import Replay
 from verifiers.types import Check
 
@@ -53,3 +55,17 @@ def completeness_check(gold: Replay, candidate: Replay) -> Check:
         shown = ", ".join(f"{op} {t}:{pk}" for op, t, pk in missing[:5])
         return Check(False, f"{len(missing)} operation(s) of the gold were not done: {shown}")
     return Check(True, f"all {len(gold.reads)} read and {len(gold.writes)} written gold row(s) covered")
+
+
+def identification_check(user: tuple[str, Any] | None, identify_tools: tuple[str, ...], calls: tuple[ToolCall, ...],
+                         candidate: Replay, write_tools: set[str]) -> Check:
+    """The policy's first rule: the user is identified (an identification tool returned their row) before
+    anything is written."""
+    if user is None:
+        return Check(True, "the task names no user to identify")
+    for call, result in zip(calls, candidate.results):
+        if call.name in write_tools:
+            break
+        if call.name in identify_tools and result.ok and user in result.reads:
+            return Check(True, f"{user[0]}:{user[1]} identified by {call.name}")
+    return Check(False, f"{user[0]}:{user[1]} was not identified (with {', '.join(identify_tools)}) before the first write")

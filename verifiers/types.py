@@ -16,11 +16,16 @@ class VerifiableTask:
     seed: int
     gold_calls: tuple[ToolCall, ...]
     communicate_info: tuple[str, ...] = ()
+    # the task's user (table, key) and the tools that identify them; None: the task names no user
+    user: tuple[str, Any] | None = None
+    identify_tools: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VerifiableTask:
         calls = tuple(ToolCall(c["name"], dict(c.get("arguments", {}))) for c in data["gold_calls"])
-        return cls(data["domain"], int(data.get("seed", 0)), calls, tuple(data.get("communicate_info", ())))
+        user = tuple(data["user"]) if data.get("user") else None
+        return cls(data["domain"], int(data.get("seed", 0)), calls, tuple(data.get("communicate_info", ())),
+                   user, tuple(data.get("identify_tools", ())))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -42,13 +47,15 @@ class Verdict:
     execution: Check
     fidelity: Check
     completeness: Check
+    identification: Check = Check(True, "the task names no user to identify")
 
     @property
     def solved(self) -> bool:
-        return self.execution.passed and self.fidelity.passed and self.completeness.passed
+        return (self.execution.passed and self.fidelity.passed and self.completeness.passed
+                and self.identification.passed)
 
     def failed_checks(self) -> list[str]:
-        return [n for n in ("execution", "fidelity", "completeness") if not getattr(self, n).passed]
+        return [n for n in ("execution", "fidelity", "completeness", "identification") if not getattr(self, n).passed]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from domains.engine import DomainEngine
 from domains.registry import get_engine
-from verifiers.checks import completeness_check, execution_check, fidelity_check
+from verifiers.checks import completeness_check, execution_check, fidelity_check, identification_check
 from verifiers.mutation import mutants
 from verifiers.replay import Replay, replay
 from verifiers.types import Check, MutationReport, TaskReport, Trajectory, Verdict, VerifiableTask
@@ -26,9 +26,12 @@ def verify(task: VerifiableTask, trajectory: Trajectory, engine: DomainEngine | 
     gold = gold or replay(engine, task.gold_calls)
     candidate = replay(engine, trajectory.calls)
     try:
+        writes = {t.name for t in engine.spec.tools if t.kind == "write"}
         return Verdict(execution=execution_check(gold, candidate),
                        fidelity=fidelity_check(task.communicate_info, trajectory.assistant_text),
-                       completeness=completeness_check(gold, candidate))
+                       completeness=completeness_check(gold, candidate),
+                       identification=identification_check(task.user, task.identify_tools, trajectory.calls,
+                                                           candidate, writes))
     finally:
         candidate.close()
         if own_gold:

@@ -8,9 +8,7 @@ import duckdb
 from sqlalchemy.engine import URL
 from sqlmodel import SQLModel, create_engine
 
-from warehouse import models  # noqa: F401 - registers the tables on SQLModel.metadata
-from warehouse import llm_models  # noqa: F401 - the LLM layer's tables (llm_calls)
-from warehouse import pricing_models  # noqa: F401 - pricing schedules and preference pairs
+from warehouse import audit_models, llm_models, models, pricing_models  # noqa: F401 - registers the tables
 
 VIEWS = {
     "latest_tasks": """

@@ -1,0 +1,90 @@
+"""Cross-row invariants: count the rows that break them, and repair seeded data by resampling those rows.
+
+An invariant is SQL returning the primary keys of the violating rows of one table. Seeding keeps them by
+redrawing the columns the invariant names in ``resample`` (and every later formula or lookup column of the
+row, which may depend on them) until the row complies; no per-domain code.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from typing import Any
+
+from domains.seeding import Formula, draw
+from domains.spec import DomainSpec, Table
+
+ROUNDS = 60  # redraws per violating row before giving up (the audit then reports what is left)
+PASSES = 3  # a repair for one invariant may break another; sweep them all again
+
+
+def violations(conn: sqlite3.Connection, spec: DomainSpec) -> dict[str, list[Any]]:
+    """invariant name -> keys of the rows violating it (empty lists included)."""
+    return {inv.name: [r[0] for r in conn.execute(inv.sql, {"now": spec.now}).fetchall()] for inv in spec.invariants}
+
+
+def violation_counts(conn: sqlite3.Connection, spec: DomainSpec) -> dict[str, int]:
+    return {name: len(keys) for name, keys in violations(conn, spec).items()}
+
+
+def repair_invariants(conn: sqlite3.Connection, spec: DomainSpec, seed: int) -> dict[str, int]:
+    """Resample violating rows in place; returns what is still violated (name -> rows). A redraw is kept
+    only once the row breaks no invariant of its table, so two rules on one column cannot undo each other."""
+    for _ in range(PASSES):
+        clean = True
+        for inv in spec.invariants:
+            if not inv.resample:
+                continue
+            table = spec.table(inv.table)
+            siblings = [i for i in spec.invariants if i.table == inv.table]
+            for key in [r[0] for r in conn.execute(inv.sql, {"now": spec.now}).fetchall()]:
+                clean = False
+                for attempt in range(ROUNDS):
+                    rng = random.Random(f"{seed}:repair:{inv.name}:{key}:{attempt}")
+                    _redraw(conn, spec, table, key, inv.resample, rng)
+                    if not any(key in {r[0] for r in conn.execute(i.sql, {"now": spec.now})} for i in siblings):
+                        break
+        if clean:
+            break
+    return {k: v for k, v in violation_counts(conn, spec).items() if v}
+
+
+def _redraw(conn: sqlite3.Connection, spec: DomainSpec, table: Table, key: Any, resample: tuple[str, ...],
+            rng: random.Random) -> None:
+    cur = conn.execute(f"SELECT * FROM {table.name} WHERE {table.primary_key} = ?", (key,))
+    names = [d[0] for d in cur.description]
+    found = cur.fetchone()
+    if found is None:
+        return
+    row: dict[str, Any] = dict(zip(names, found))
+    first = min(i for i, c in enumerate(table.columns) if c.name in resample)
+    changed: list[str] = []
+    for col in table.columns[first:]:
+        kind = col.seed["kind"]
+        if col.name not in resample and kind not in ("formula", "lookup"):
+            continue
+        if kind in ("sequence", "reference"):
+            continue
+        if kind == "formula":
+            value = Formula(col.seed["expr"])(row, rng)
+        elif kind == "lookup":
+            via = table.column(col.seed["via"])
+            assert via is not None and via.references is not None
+            parent = spec.table(via.references[0])
+            got = conn.execute(f"SELECT {col.seed['column']} FROM {parent.name} WHERE {parent.primary_key} = ?",
+                               (row[via.name],)).fetchone()
+            value = got[0] if got else None
+        else:
+            value = draw(col.seed, rng)
+        if col.type == "boolean" and value is not None:
+            value = 1 if value in (True, 1, "true", "yes") else 0
+        row[col.name] = value
+        changed.append(col.name)
+    if not changed:
+        return
+    assignments = ", ".join(f"{c} = :{c}" for c in changed)
+    try:
+        conn.execute(f"UPDATE {table.name} SET {assignments} WHERE {table.primary_key} = :__key",
+                     {**{c: row[c] for c in changed}, "__key": key})
+    except sqlite3.IntegrityError:
+        pass  # e.g. a unique column drew a taken value; the next round draws again

@@ -1,0 +1,305 @@
+"""The realism sections of a domain spec (users, invariants, intents): typed objects and their semantic checks.
+
+Kept apart from ``domains/spec.py`` so the core loader stays small; ``spec.py`` builds these objects and
+appends their problems to its own, in the same ``path: message`` form.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from domains.spec import DomainSpec
+
+SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?(?::[^}]*)?\}")
+# slots every phrasing may use besides the candidate row's columns
+BUILTIN_SLOTS = {"user_name", "other_name", "result"}
+
+
+@dataclass(frozen=True)
+class CallTemplate:
+    """A gold call with argument templates: ``'{column}'`` alone keeps the value's type."""
+
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Identification:
+    tool: str
+    arguments: dict[str, Any]
+    facts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str  # customer | staff
+    table: str
+    identify: tuple[Identification, ...]
+    may_call: tuple[str, ...]
+    where: str = ""
+    rule: str = ""
+
+
+@dataclass(frozen=True)
+class Users:
+    roles: tuple[Role, ...]
+    persona_name: str
+    manners: tuple[str, ...]
+    owns: dict[str, tuple[str, ...]]  # table -> foreign-key hops to the user's row
+    held: tuple[str, ...] = ()  # tables whose keys people hold (booking references); other keys are internal
+
+    def role(self, name: str) -> Role | None:
+        return next((r for r in self.roles if r.name == name), None)
+
+
+@dataclass(frozen=True)
+class Invariant:
+    name: str
+    table: str
+    sql: str
+    rule: str
+    resample: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    calls: tuple[CallTemplate, ...]
+    say: tuple[str, ...]
+    rule: str
+
+
+@dataclass(frozen=True)
+class Intent:
+    name: str
+    role: str
+    candidates: str
+    phrasings: tuple[str, ...]
+    knows: tuple[str, ...]
+    find: tuple[CallTemplate, ...]
+    for_someone_else: tuple[str, ...]
+    outcomes: tuple[Outcome, ...]
+
+    def outcome(self, name: str) -> Outcome | None:
+        return next((o for o in self.outcomes if o.name == name), None)
+
+    @property
+    def hinges_on_policy(self) -> bool:
+        """Two or more outcomes: the data, read against the policy, decides which one happens."""
+        return len(self.outcomes) > 1
+
+
+DEFAULT_MANNERS = (
+    "polite and a little chatty; gives details only when asked",
+    "brief and to the point; answers in short sentences",
+    "in a hurry and slightly impatient; wants it sorted quickly",
+    "careful and precise; double-checks what the agent says",
+    "friendly but unsure of the details; relies on the agent to look things up",
+    "formal; writes complete sentences and expects the same",
+)
+
+
+def _call(raw: dict[str, Any]) -> CallTemplate:
+    return CallTemplate(raw["tool"], dict(raw.get("arguments", {})))
+
+
+def build_users(raw: dict[str, Any] | None) -> Users | None:
+    if not raw:
+        return None
+    roles = tuple(Role(
+        name=r["name"], table=r["table"], where=r.get("where", ""), rule=r.get("rule", "").strip(),
+        identify=tuple(Identification(i["tool"], dict(i["arguments"]), tuple(i["facts"])) for i in r["identify"]),
+        may_call=tuple(r["may_call"])) for r in raw["roles"])
+    persona = raw.get("persona", {})
+    return Users(roles=roles, persona_name=persona.get("name", "full_name"),
+                 manners=tuple(persona.get("manners", DEFAULT_MANNERS)),
+                 owns={t: tuple(p.split(".")) for t, p in raw.get("owns", {}).items()},
+                 held=tuple(raw.get("held", ())))
+
+
+def build_invariants(raw: list[dict[str, Any]] | None) -> tuple[Invariant, ...]:
+    return tuple(Invariant(i["name"], i["table"], i["sql"], i["rule"].strip(), tuple(i.get("resample", ())))
+                 for i in raw or ())
+
+
+def build_intents(raw: list[dict[str, Any]] | None) -> tuple[Intent, ...]:
+    return tuple(Intent(
+        name=i["name"], role=i["role"], candidates=i["candidates"], phrasings=tuple(i["phrasings"]),
+        knows=tuple(i.get("knows", ())), find=tuple(_call(c) for c in i.get("find", ())),
+        for_someone_else=tuple(i.get("for_someone_else", ())),
+        outcomes=tuple(Outcome(name, tuple(_call(c) for c in o.get("calls", ())), tuple(o.get("say", ())),
+                               o.get("rule", "").strip()) for name, o in i["outcomes"].items()),
+    ) for i in raw or ())
+
+
+def owner_sql(spec: DomainSpec, table: str) -> str | None:
+    """SQL returning the owning user's key of one row of ``table`` (bound to :key), following ``owns``."""
+    if spec.users is None or table not in spec.users.owns:
+        return None
+    hops = spec.users.owns[table]
+    current = spec.table(table)
+    sql_from = f"{current.name} t0"
+    alias = "t0"
+    for n, hop in enumerate(hops[:-1]):
+        col = current.column(hop)
+        assert col is not None and col.references is not None
+        nxt = spec.table(col.references[0])
+        sql_from += f" JOIN {nxt.name} t{n + 1} ON t{n + 1}.{nxt.primary_key} = {alias}.{hop}"
+        alias, current = f"t{n + 1}", nxt
+    return f"SELECT {alias}.{hops[-1]} FROM {sql_from} WHERE t0.{spec.table(table).primary_key} = :key"
+
+
+def realism_problems(spec: DomainSpec, db: sqlite3.Connection) -> list[str]:
+    """Semantic checks of users, invariants and intents; ``db`` holds the compiled (empty) tables."""
+    out: list[str] = []
+    tables = {t.name: t for t in spec.tables}
+    tools = {t.name: t for t in spec.tools}
+    users = spec.users
+    if users is not None:
+        out += _users_problems(spec, users, tables, tools, db)
+    for k, inv in enumerate(spec.invariants):
+        where = f"invariants[{k}]"
+        if inv.table not in tables:
+            out.append(f"{where}.table: unknown table {inv.table!r}")
+            continue
+        for col in inv.resample:
+            if tables[inv.table].column(col) is None:
+                out.append(f"{where}.resample: {inv.table} has no column {col!r}")
+            elif col == tables[inv.table].primary_key:
+                out.append(f"{where}.resample: the primary key {col!r} cannot be resampled")
+        problem = _compile(db, inv.sql, {"now": spec.now})
+        if problem:
+            out.append(f"{where}.sql: {problem}")
+    names = [i.name for i in spec.intents]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        out.append(f"intents: duplicate intent name {dup!r}")
+    for k, intent in enumerate(spec.intents):
+        out += [f"intents[{k}]{m}" for m in _intent_problems(spec, intent, tools, db)]
+    return out
+
+
+def _users_problems(spec: DomainSpec, users: Users, tables: dict[str, Any], tools: dict[str, Any],
+                    db: sqlite3.Connection) -> list[str]:
+    out: list[str] = []
+    seen: set[str] = set()
+    for r_i, role in enumerate(users.roles):
+        where = f"users.roles[{r_i}]"
+        if role.name in seen:
+            out.append(f"{where}.name: role {role.name!r} is declared twice")
+        seen.add(role.name)
+        if role.table not in tables:
+            out.append(f"{where}.table: unknown table {role.table!r}")
+            continue
+        columns = {c.name for c in tables[role.table].columns}
+        if role.where:
+            problem = _compile(db, f"SELECT 1 FROM {role.table} WHERE {role.where}", {"now": spec.now})
+            if problem:
+                out.append(f"{where}.where: {problem}")
+        for i_i, ident in enumerate(role.identify):
+            iw = f"{where}.identify[{i_i}]"
+            tool = tools.get(ident.tool)
+            if tool is None:
+                out.append(f"{iw}.tool: unknown tool {ident.tool!r}")
+                continue
+            if tool.kind != "read":
+                out.append(f"{iw}.tool: {ident.tool} is a write tool; identification only reads")
+            for param, value in ident.arguments.items():
+                if param not in tool.param_names:
+                    out.append(f"{iw}.arguments.{param}: not a parameter of {ident.tool}")
+                out += [f"{iw}.arguments.{param}: {role.table} has no column {s!r}"
+                        for s in _slots(value) if s not in columns]
+            for f_i, fact in enumerate(ident.facts):
+                out += [f"{iw}.facts[{f_i}]: {role.table} has no column {s!r}" for s in _slots(fact) if s not in columns]
+        for t_i, name in enumerate(role.may_call):
+            if name not in tools:
+                out.append(f"{where}.may_call[{t_i}]: unknown tool {name!r}")
+        if users.persona_name not in columns:
+            out.append(f"users.persona.name: {role.table} has no column {users.persona_name!r}")
+    for h_i, table in enumerate(users.held):
+        if table not in tables:
+            out.append(f"users.held[{h_i}]: unknown table {table!r}")
+    role_tables = {r.table for r in users.roles}
+    for table, hops in users.owns.items():
+        where = f"users.owns.{table}"
+        if table not in tables:
+            out.append(f"{where}: unknown table {table!r}")
+            continue
+        current = tables[table]
+        for h_i, hop in enumerate(hops):
+            col = current.column(hop)
+            if col is None or col.references is None:
+                out.append(f"{where}: {hop!r} is not a foreign-key column of {current.name}")
+                break
+            current = tables[col.references[0]]
+        else:
+            if current.name not in role_tables:
+                out.append(f"{where}: the path ends at {current.name}, which is no role's table")
+    return out
+
+
+def _intent_problems(spec: DomainSpec, intent: Intent, tools: dict[str, Any], db: sqlite3.Connection) -> list[str]:
+    out: list[str] = []
+    users = spec.users
+    role = users.role(intent.role) if users else None
+    if role is None:
+        return [f".role: no users.roles entry for role {intent.role!r}"]
+    try:
+        cur = db.execute(intent.candidates, {"user": None, "now": spec.now})
+        columns = {d[0] for d in cur.description or ()}
+    except sqlite3.Error as exc:
+        return [f".candidates: SQL does not compile: {exc}"]
+    if "outcome" not in columns:
+        out.append(".candidates: the query must return an 'outcome' column naming one of the outcomes")
+    user_columns = {c.name for c in spec.table(role.table).columns} if role.table in {t.name for t in spec.tables} else set()
+    known = columns | user_columns | BUILTIN_SLOTS  # the user's own row is always in scope
+    for field_name, texts in (("phrasings", intent.phrasings), ("knows", intent.knows),
+                              ("for_someone_else", intent.for_someone_else)):
+        for t_i, text in enumerate(texts):
+            out += [f".{field_name}[{t_i}]: slot {{{s}}} is neither a column of the candidates query nor of the user's row"
+                    for s in _slots(text) if s not in known]
+    for c_i, call in enumerate(intent.find):
+        out += [f".find[{c_i}]{m}" for m in _call_problems(call, tools, known, role, False)]
+    for outcome in intent.outcomes:
+        for c_i, call in enumerate(outcome.calls):
+            out += [f".outcomes.{outcome.name}.calls[{c_i}]{m}"
+                    for m in _call_problems(call, tools, known, role, True)]
+        for s_i, text in enumerate(outcome.say):
+            out += [f".outcomes.{outcome.name}.say[{s_i}]: slot {{{s}}} is neither a column of the candidates query nor of the user's row"
+                    for s in _slots(text) if s not in known]
+    return out
+
+
+def _call_problems(call: CallTemplate, tools: dict[str, Any], known: set[str], role: Role,
+                   outcome: bool) -> list[str]:
+    tool = tools.get(call.tool)
+    if tool is None:
+        return [f".tool: unknown tool {call.tool!r}"]
+    out = []
+    if call.tool not in role.may_call:
+        out.append(f".tool: role {role.name!r} may not call {call.tool} (add it to may_call)")
+    for param, value in call.arguments.items():
+        if param not in tool.param_names:
+            out.append(f".arguments.{param}: not a parameter of {call.tool}")
+        out += [f".arguments.{param}: slot {{{s}}} is neither a column of the candidates query nor of the user's row"
+                for s in _slots(value) if s not in known]
+    missing = [p for p in tool.required if p not in call.arguments]
+    if missing:
+        out.append(f".arguments: missing required parameter(s) {', '.join(missing)} of {call.tool}")
+    return out
+
+
+def _slots(value: Any) -> list[str]:
+    return SLOT.findall(value) if isinstance(value, str) else []
+
+
+def _compile(db: sqlite3.Connection, sql: str, params: dict[str, Any]) -> str | None:
+    try:
+        names = set(re.findall(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)", sql))
+        db.execute("EXPLAIN " + sql, {n: params.get(n) for n in names})
+    except sqlite3.Error as exc:
+        return f"SQL does not compile: {exc}"
+    return None

@@ -1,0 +1,155 @@
+"""Realism figures: per task (computed where the task is verified) and per domain (what ``toolscale audit``
+prints, the warehouse stores and the quality gate reads).
+
+Per task: identification, policy-hinged decision, forbidden request, staff-only tools posed by a customer,
+internal ids named in the request, invariant violations in the gold end state, no-op gold writes, lazy
+agents that pass (empty and parrot, under this project's verifier and tau2's rule), and what must be said
+that is unspecific or already in the request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from domains.engine import DomainEngine, ToolCall
+from domains.spec import DomainSpec
+from verifiers.checks import normalise
+from verifiers.realism import end_state_violations, lazy_passes, noop_writes
+from verifiers.replay import replay
+from verifiers.types import VerifiableTask
+
+WORD = re.compile(r"[a-z0-9']+")
+BARE_SHORT = re.compile(r"^\W*[\w.]{1,2}\W*$")
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What the audit needs of one task, whatever produced it (a fresh record or a warehouse row)."""
+
+    domain: str
+    gold_calls: tuple[ToolCall, ...]
+    communicate_info: tuple[str, ...]
+    request: str
+    instruction: str
+    notes: tuple[str, ...] = ()
+    persona: str | None = None
+    role: str | None = None
+    user: tuple[str, Any] | None = None
+    identify_tools: tuple[str, ...] = ()
+    seed: int = 0
+
+
+_ID_PATTERNS: dict[tuple[str, str], re.Pattern[str] | None] = {}
+
+
+def _internal_id_pattern(spec: DomainSpec) -> re.Pattern[str] | None:
+    """Keys of tables people do not hold (sequence ids such as 'SV0156'); memoised per spec."""
+    key = (spec.name, spec.spec_hash)
+    if key not in _ID_PATTERNS:
+        _ID_PATTERNS[key] = _build_id_pattern(spec)
+    return _ID_PATTERNS[key]
+
+
+def _build_id_pattern(spec: DomainSpec) -> re.Pattern[str] | None:
+    held = set(spec.users.held) if spec.users else set()
+    alts = []
+    for t in spec.tables:
+        col = t.column(t.primary_key)
+        if t.name in held or col is None or col.type != "text" or col.seed.get("kind") != "sequence":
+            continue
+        alts.append(re.escape(col.seed.get("prefix", "")) + r"\d{%d}" % col.seed.get("width", 4))
+    return re.compile(r"\b(?:" + "|".join(alts) + r")\b") if alts else None
+
+
+def staff_only_tools(spec: DomainSpec) -> set[str]:
+    """Tools a customer may not ask for (empty when the spec declares no roles)."""
+    if spec.users is None or spec.users.role("customer") is None:
+        return set()
+    allowed = set(spec.users.role("customer").may_call)  # type: ignore[union-attr]
+    return {t.name for t in spec.tools} - allowed
+
+
+def identify_tools(spec: DomainSpec) -> set[str]:
+    return {i.tool for r in spec.users.roles for i in r.identify} if spec.users else set()
+
+
+def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
+    spec = engine.spec
+    calls = facts.gold_calls
+    verifiable = VerifiableTask(facts.domain, facts.seed, calls, facts.communicate_info, facts.user,
+                                facts.identify_tools)
+    gold = replay(engine, calls)
+    try:
+        lazy = lazy_passes(engine, verifiable, facts.request, gold)
+        violations = end_state_violations(engine, calls, gold)
+    finally:
+        gold.close()
+    said = normalise(facts.instruction)
+    ids = _internal_id_pattern(spec)
+    customer = facts.role in (None, "customer")
+    return {
+        "identified": bool(calls) and calls[0].name in identify_tools(spec),
+        "policy_hinged": "hinged" in facts.notes,
+        "forbidden": any(n.startswith("forbidden=") for n in facts.notes),
+        "staff_only_calls": sum(c.name in staff_only_tools(spec) for c in calls) if customer else 0,
+        "internal_ids": len(ids.findall(facts.request)) if ids else 0,
+        "invariant_violations": violations,
+        "noop_writes": noop_writes(engine, calls),
+        "empty_passes": int(lazy.empty_ours) + int(lazy.empty_tau2),
+        "parrot_passes": int(lazy.parrot_ours) + int(lazy.parrot_tau2),
+        "short_communicate": sum(bool(BARE_SHORT.match(i)) for i in facts.communicate_info),
+        "communicate_in_request": sum(normalise(i).strip() in said for i in facts.communicate_info if i.strip()),
+        "persona": facts.persona,
+        "opening": " ".join(WORD.findall(facts.request.lower())[:3]),
+        "converted": bool(spec.intents),
+    }
+
+
+def publishable(figures: dict[str, Any]) -> tuple[bool, str]:
+    """For converted domains, a task must pass every realism check to be published."""
+    for name in ("staff_only_calls", "invariant_violations", "noop_writes", "empty_passes", "parrot_passes",
+                 "short_communicate", "communicate_in_request", "internal_ids"):
+        if figures[name]:
+            return False, f"realism_{name}: {figures[name]}"
+    if not figures["identified"]:
+        return False, "realism_identified: the gold does not start by identifying the user"
+    return True, "ok"
+
+
+AUDIT_COLUMNS = ("domain", "converted", "tasks", "identified_share", "policy_hinged_share", "forbidden_share",
+                 "staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
+                 "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
+                 "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas")
+
+
+def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -> dict[str, Any]:
+    """One domain's audit row from its tasks' figures and request texts."""
+    n = len(figures)
+    openings = Counter(f["opening"] for f in figures)
+    top, top_n = openings.most_common(1)[0] if openings else ("", 0)
+    bigrams = {pair for text in requests for pair in _bigrams(text)}
+    share = (lambda key: round(sum(bool(f[key]) for f in figures) / n, 4) if n else 0.0)
+    return {
+        "domain": domain, "converted": any(f["converted"] for f in figures), "tasks": n,
+        "identified_share": share("identified"), "policy_hinged_share": share("policy_hinged"),
+        "forbidden_share": share("forbidden"),
+        "staff_only_calls": sum(f["staff_only_calls"] for f in figures),
+        "requests_naming_internal_ids": sum(bool(f["internal_ids"]) for f in figures),
+        "invariant_violations": sum(f["invariant_violations"] for f in figures),
+        "noop_writes": sum(f["noop_writes"] for f in figures),
+        "empty_passes": sum(f["empty_passes"] for f in figures),
+        "parrot_passes": sum(f["parrot_passes"] for f in figures),
+        "short_communicate": sum(f["short_communicate"] for f in figures),
+        "communicate_in_request": sum(f["communicate_in_request"] for f in figures),
+        "top_opening_share": round(top_n / n, 4) if n else 0.0, "top_opening": top,
+        "distinct_bigrams": len(bigrams),
+        "distinct_personas": len({f["persona"] for f in figures if f["persona"]}),
+    }
+
+
+def _bigrams(text: str) -> list[tuple[str, str]]:
+    words = WORD.findall(text.lower())
+    return list(zip(words, words[1:]))

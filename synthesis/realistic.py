@@ -1,0 +1,228 @@
+"""Tasks as people ask them, read off a spec's ``users`` and ``intents`` (no per-domain code).
+
+A task has one user: a concrete row of a role's table, with a persona. The gold starts by identifying that
+user with what they know (e-mail, or name and date of birth), then, per goal, looks the records up and does
+what the policy decides for this data: one write, another, or a refusal. Some tasks add a request the policy
+forbids (another person's record, or something the user's role may not ask), which the gold leaves undone.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from domains.engine import Database, ToolCall
+from domains.realism_spec import CallTemplate, Intent, Role
+from synthesis.requests import Request
+from synthesis.toolgraph import ToolGraph
+
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+WHOLE_SLOT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+MAX_USERS_SCANNED = 400
+
+
+@dataclass(frozen=True)
+class Persona:
+    name: str
+    role: str
+    manner: str
+
+    def describe(self) -> str:
+        return f"{self.name}, a {self.role}: {self.manner}"
+
+
+def human_date(value: str) -> str:
+    """'2025-09-16' -> 'Tuesday 16 September' (the year only when it is not the clock's year)."""
+    d = date.fromisoformat(value)
+    return f"{d:%A} {d.day} {d:%B}"
+
+
+def _humanise(ctx: dict[str, Any]) -> dict[str, Any]:
+    """Values as a person says them: dates spelled out, 'gift_card' as 'gift card'."""
+    out = {}
+    for k, v in ctx.items():
+        if isinstance(v, str) and ISO_DATE.match(v):
+            v = human_date(v)
+        elif isinstance(v, str) and "_" in v and v.replace("_", "").isalpha():
+            v = v.replace("_", " ")
+        out[k] = v
+    return out
+
+
+def render(template: str, ctx: dict[str, Any], result: dict[str, Any] | None = None) -> str | None:
+    """Fill a phrasing or a 'say' template; None if a slot has no value."""
+    try:
+        return template.format(**ctx, result=result or {})
+    except (KeyError, IndexError, ValueError, TypeError):
+        return None
+
+
+def bind(call: CallTemplate, ctx: dict[str, Any]) -> ToolCall | None:
+    """A call template with the context's values: a lone '{slot}' keeps the value's type."""
+    args: dict[str, Any] = {}
+    for name, value in call.arguments.items():
+        if isinstance(value, str):
+            whole = WHOLE_SLOT.match(value)
+            if whole:
+                if whole.group(1) not in ctx or ctx[whole.group(1)] is None:
+                    return None
+                args[name] = ctx[whole.group(1)]
+                continue
+            filled = render(value, ctx)
+            if filled is None:
+                return None
+            args[name] = filled
+        else:
+            args[name] = value
+    return ToolCall(call.tool, args)
+
+
+class Realism:
+    """Users, candidate rows and requests of one materialised domain (cached per process)."""
+
+    def __init__(self, graph: ToolGraph):
+        self.graph = graph
+        self.spec = graph.spec
+        assert self.spec.users is not None
+        self.users = self.spec.users
+        self._people: dict[str, list[dict[str, Any]]] = {}
+        self._pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+
+    def role(self, name: str) -> Role:
+        role = self.users.role(name)
+        assert role is not None
+        return role
+
+    def people(self, role_name: str) -> list[dict[str, Any]]:
+        """Rows that may play the role, in key order."""
+        if role_name not in self._people:
+            role = self.role(role_name)
+            table = self.spec.table(role.table)
+            where = f"WHERE {role.where}" if role.where else ""
+            with self.graph.engine.fresh() as db:
+                cur = db.conn.execute(f"SELECT * FROM {table.name} {where} ORDER BY {table.primary_key} "
+                                      f"LIMIT {MAX_USERS_SCANNED}", {"now": self.spec.now})
+                names = [d[0] for d in cur.description]
+                self._people[role_name] = [dict(zip(names, r)) for r in cur.fetchall()]
+        return self._people[role_name]
+
+    def user_key(self, role_name: str, person: dict[str, Any]) -> tuple[str, Any]:
+        table = self.spec.table(self.role(role_name).table)
+        return table.name, person[table.primary_key]
+
+    def candidates(self, db: Database, intent: Intent, person: dict[str, Any]) -> list[dict[str, Any]]:
+        key = self.user_key(intent.role, person)[1]
+        cur = db.conn.execute(intent.candidates, {"user": key, "now": self.spec.now})
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def pairs(self, intent: Intent) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """Every (user, candidate row) of an intent on the seeded state."""
+        if intent.name not in self._pairs:
+            out = []
+            with self.graph.engine.fresh() as db:
+                for person in self.people(intent.role):
+                    out += [(person, row) for row in self.candidates(db, intent, person)]
+            self._pairs[intent.name] = out
+        return self._pairs[intent.name]
+
+    def persona(self, role_name: str, person: dict[str, Any], rng: random.Random) -> Persona:
+        return Persona(str(person.get(self.users.persona_name, "the user")), role_name, rng.choice(self.users.manners))
+
+    def identification(self, role_name: str, person: dict[str, Any], rng: random.Random) -> Request | None:
+        role = self.role(role_name)
+        ident = rng.choice(role.identify)
+        call = bind(CallTemplate(ident.tool, ident.arguments), person)
+        if call is None:
+            return None
+        # identification facts are what a person types into a form: dates of birth stay as written (ISO)
+        facts = tuple(f for f in (render(t, person) for t in ident.facts) if f)
+        return Request("identify", "", (call,), known=facts, notes=("identify",))
+
+    def writes(self) -> set[str]:
+        return {t.name for t in self.spec.tools if t.kind == "write"}
+
+    def intent_request(self, db: Database, intent: Intent, person: dict[str, Any], row: dict[str, Any],
+                       rng: random.Random, seen: set[tuple[str, Any]] | None = None) -> Request | None:
+        """The user's goal about one row, with the gold the policy decides; runs the calls on ``db``.
+        ``seen``: rows earlier gold calls already read; a look-up that reads nothing new is left out of the gold
+        (the agent may still make it), since a gold call that no check can miss teaches nothing."""
+        seen = set(seen or ())
+        outcome = intent.outcome(str(row.get("outcome")))
+        if outcome is None:
+            return None
+        ctx = {**person, **row, "user_name": person.get(self.users.persona_name)}
+        calls: list[ToolCall] = []
+        for template in (*intent.find, *outcome.calls):
+            call = bind(template, ctx)
+            if call is None:
+                return None
+            calls.append(call)
+        result: dict[str, Any] | None = None
+        written: set[tuple[str, Any]] = set()
+        kept: list[ToolCall] = []
+        for call in calls:
+            got = db.call(call.name, call.arguments)
+            if not got.ok:
+                return None
+            if isinstance(got.output, dict):
+                result = got.output
+            written |= set(got.writes)
+            if call.name in self.writes() or not got.reads <= seen:
+                kept.append(call)
+            seen |= set(got.reads)
+        calls = kept
+        say = []
+        for template in outcome.say:
+            text = render(template, ctx, result)
+            if text is None:
+                return None
+            say.append(text)
+        shown = _humanise(ctx)
+        clause = render(rng.choice(intent.phrasings), shown)
+        known = tuple(k for k in (render(t, shown) for t in intent.knows) if k)
+        if clause is None:
+            return None
+        notes = (f"intent={intent.name}", f"outcome={outcome.name}", f"rule={outcome.rule}")
+        if intent.hinges_on_policy:
+            notes += ("hinged",)
+        if not outcome.calls and not outcome.say and len(intent.outcomes) == 1:
+            notes += ("forbidden=role",)  # nothing to do and nothing to say: a request the role may not make
+        return Request("intent", clause, tuple(calls), tuple(say), known, entities=tuple(sorted(written, key=repr)),
+                       notes=notes)
+
+    def forbidden_for_other(self, db: Database, person: dict[str, Any], rng: random.Random,
+                            intents: list[Intent]) -> Request | None:
+        """A request about another person's row that the tool would carry out but the policy forbids."""
+        pool = [i for i in intents if i.for_someone_else]
+        if not pool:
+            return None
+        intent = rng.choice(pool)
+        me = self.user_key(intent.role, person)[1]
+        options = [(p, r) for p, r in self.pairs(intent)
+                   if self.user_key(intent.role, p)[1] != me and _writes(intent, r, self.writes())]
+        rng.shuffle(options)
+        for other, row in options[:8]:
+            outcome = intent.outcome(str(row["outcome"]))
+            assert outcome is not None
+            ctx = {**other, **row, "other_name": other.get(self.users.persona_name)}
+            calls = [bind(c, ctx) for c in outcome.calls]
+            if any(c is None for c in calls):
+                continue
+            # the forbidden act must be one the tools would let through, or refusing it teaches nothing
+            if not all(db.dry_run(c.name, c.arguments).ok for c in calls if c is not None):
+                continue
+            clause = render(rng.choice(intent.for_someone_else), _humanise(ctx))
+            if clause is None:
+                continue
+            return Request("forbidden", clause, (), notes=("forbidden=other_owner", f"intent={intent.name}",
+                                                           "rule=Act only for the identified user."))
+        return None
+
+
+def _writes(intent: Intent, row: dict[str, Any], writes: set[str]) -> bool:
+    outcome = intent.outcome(str(row.get("outcome")))
+    return outcome is not None and any(c.tool in writes for c in outcome.calls)

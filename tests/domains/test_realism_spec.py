@@ -1,0 +1,133 @@
+"""The realism sections of a spec (users, invariants, intents, policy-only rules): malformed sections fail with
+file and path; seeding keeps every invariant; the policy states the clock and the identification rule."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from domains.engine import DomainEngine
+from domains.invariants import violation_counts
+from domains.registry import get_engine, get_spec, spec_path
+from domains.spec import SpecError, parse_spec
+
+RAILWAY: dict[str, Any] = yaml.safe_load(spec_path("railway").read_text())
+
+
+def _intent(s: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(i for i in s["intents"] if i["name"] == name)
+
+
+def _tool(s: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(t for t in s["tools"] if t["name"] == name)
+
+
+MISTAKES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("role on an unknown table", lambda s: s["users"]["roles"][0].__setitem__("table", "riders"),
+     "users.roles[0].table: unknown table 'riders'"),
+    ("identification by an unknown tool", lambda s: s["users"]["roles"][0]["identify"][0].__setitem__("tool", "whoami"),
+     "users.roles[0].identify[0].tool: unknown tool 'whoami'"),
+    ("identification fact naming no column",
+     lambda s: s["users"]["roles"][0]["identify"][0]["facts"].__setitem__(0, "your card is {card}"),
+     "users.roles[0].identify[0].facts[0]: passengers has no column 'card'"),
+    ("may_call naming an unknown tool", lambda s: s["users"]["roles"][0]["may_call"].append("teleport"),
+     "users.roles[0].may_call[24]: unknown tool 'teleport'"),
+    ("ownership path through a plain column", lambda s: s["users"]["owns"].__setitem__("tickets", "seat_number"),
+     "users.owns.tickets: 'seat_number' is not a foreign-key column of tickets"),
+    ("ownership path ending at no role's table", lambda s: s["users"]["owns"].__setitem__("tickets", "service_id"),
+     "users.owns.tickets: the path ends at services, which is no role's table"),
+    ("held references of an unknown table", lambda s: s["users"]["held"].append("boardings"),
+     "users.held[1]: unknown table 'boardings'"),
+    ("persona name that is no column", lambda s: s["users"]["persona"].__setitem__("name", "nickname"),
+     "users.persona.name: passengers has no column 'nickname'"),
+    ("invariant SQL that does not compile", lambda s: s["invariants"][0].__setitem__("sql", "SELECT nope FROM railcards"),
+     "invariants[0].sql: SQL does not compile: no such column: nope"),
+    ("invariant resampling an unknown column", lambda s: s["invariants"][0].__setitem__("resample", ["colour"]),
+     "invariants[0].resample: railcards has no column 'colour'"),
+    ("invariant without its rule", lambda s: s["invariants"][0].pop("rule"),
+     "invariants[0]: 'rule' is a required property"),
+    ("intent candidates without an outcome column",
+     lambda s: _intent(s, "buy_railcard").__setitem__("candidates", "SELECT passenger_id FROM passengers WHERE passenger_id = :user"),
+     "intents[4].candidates: the query must return an 'outcome' column"),
+    ("intent phrasing with an unknown slot", lambda s: _intent(s, "refund_trip")["phrasings"].append("refund my {trip_name} please"),
+     "intents[0].phrasings[4]: slot {trip_name} is neither a column"),
+    ("intent outcome calling a tool the role may not ask for",
+     lambda s: _intent(s, "refund_trip")["outcomes"]["refund"]["calls"].__setitem__(0, {"tool": "cancel_service", "arguments": {"service_id": "{ticket_id}"}}),
+     "intents[0].outcomes.refund.calls[0].tool: role 'customer' may not call cancel_service"),
+    ("intent outcome call missing a required argument",
+     lambda s: _intent(s, "refund_trip")["outcomes"]["refund"]["calls"][0].__setitem__("arguments", {}),
+     "intents[0].outcomes.refund.calls[0].arguments: missing required parameter(s) ticket_id of refund_ticket"),
+    ("intent of an undeclared role", lambda s: _intent(s, "refund_trip").__setitem__("role", "staff"),
+     "intents[0].role: no users.roles entry for role 'staff'"),
+    ("policy-only precondition without its policy sentence",
+     lambda s: _tool(s, "refund_ticket")["preconditions"][-1].pop("rule"),
+     "preconditions[3].rule: a policy-only rule needs the policy sentence that states it"),
+    ("enforced_by with an unknown value",
+     lambda s: _tool(s, "refund_ticket")["preconditions"][0].__setitem__("enforced_by", "hope"),
+     "enforced_by: 'hope' is not one of ['tool', 'policy']"),
+]
+
+
+@pytest.mark.parametrize(("case", "mutate", "expected"), MISTAKES, ids=[m[0] for m in MISTAKES])
+def test_a_malformed_realism_section_names_file_and_path(case: str, mutate: Callable[[dict[str, Any]], None],
+                                                         expected: str) -> None:
+    raw = copy.deepcopy(RAILWAY)
+    mutate(raw)
+    with pytest.raises(SpecError) as err:
+        parse_spec(raw, label="railway.yaml")
+    assert any(p.startswith("railway.yaml: ") and expected in p for p in err.value.problems), err.value.problems
+
+
+def _invariants() -> list[tuple[str, str]]:
+    return [(d, inv.name) for d in ("railway", "restaurant") for inv in get_spec(d).invariants]
+
+
+@pytest.mark.parametrize(("domain", "invariant"), _invariants(), ids=[f"{d}-{i}" for d, i in _invariants()])
+def test_seeding_keeps_each_invariant(domain: str, invariant: str) -> None:
+    engine = get_engine(domain)
+    with engine.fresh() as db:
+        assert violation_counts(db.conn, engine.spec)[invariant] == 0
+
+
+def test_without_resampling_the_seeded_data_breaks_the_rule() -> None:
+    """The repair is what keeps the invariant: the same spec without ``resample`` seeds youth cards for adults."""
+    raw = copy.deepcopy(RAILWAY)
+    for inv in raw["invariants"]:
+        if inv["name"] in ("youth_railcard_age", "senior_railcard_age"):
+            inv.pop("resample")
+    engine = DomainEngine(parse_spec(raw, label="railway.yaml"), 0)
+    with engine.fresh() as db:
+        assert violation_counts(db.conn, engine.spec)["youth_railcard_age"] > 0
+
+
+def test_emails_match_names_and_specs_without_realism_still_load() -> None:
+    with get_engine("restaurant").fresh() as db:
+        for name, email in db.query("SELECT full_name, email FROM guests"):
+            assert email.startswith(".".join(name.lower().split()).replace("ü", "u"))
+    weather = get_spec("weather")
+    assert weather.users is None and weather.intents == () and weather.invariants == ()
+
+
+@pytest.mark.parametrize("domain", ["railway", "restaurant"])
+def test_policy_states_clock_identification_and_policy_only_rules(domain: str) -> None:
+    spec = get_spec(domain)
+    assert f"({spec.now})" in spec.policy and "The current date and time is" in spec.policy
+    assert "identify the caller" in spec.policy
+    policy_only = [p for t in spec.tools for p in t.preconditions if p.enforced_by == "policy"]
+    assert len(policy_only) >= 3 and all(p.rule in spec.policy for p in policy_only)
+    assert len([i for i in spec.intents if i.role == "customer"]) >= 8
+
+
+def test_a_policy_only_rule_is_not_checked_by_the_tool() -> None:
+    """Refunding a ticket that leaves within 48 hours breaks the policy, yet the tool lets it through."""
+    engine = get_engine("railway")
+    with engine.fresh() as db:
+        rows = db.query("SELECT t.ticket_id FROM tickets t JOIN services s USING (service_id) WHERE t.status = 'booked' "
+                        "AND s.status != 'cancelled' AND t.departure_at > :now AND t.departure_at <= "
+                        "strftime('%Y-%m-%dT%H:%M:%S', :now, '+48 hours')", {"now": engine.spec.now})
+        assert rows, "seed 0 should hold a ticket departing within 48 hours"
+        assert db.call("refund_ticket", {"ticket_id": rows[0][0]}).ok

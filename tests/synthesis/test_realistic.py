@@ -1,0 +1,135 @@
+"""Realistic tasks (railway and restaurant): one identified user with a persona, goals in their words, the
+policy deciding, forbidden requests that make doing everything fail, and coherent evolution."""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from typing import Any
+
+import pytest
+
+from domains.engine import ToolCall
+from domains.registry import get_engine
+from synthesis.generate import ShardConfig, generate_shard
+from synthesis.realism_audit import aggregate, identify_tools, staff_only_tools
+from synthesis.realistic_tasks import add_goal, base_candidate
+from synthesis.toolgraph import ToolGraph
+from verifiers.types import Trajectory, VerifiableTask
+from verifiers.verify import verify
+from warehouse.exports import tau2_problems
+
+CONVERTED = ("railway", "restaurant")
+
+
+@cache
+def _accepted(domain: str) -> tuple[dict[str, Any], ...]:
+    recs: list[dict[str, Any]] = []
+    for shard in range(2):
+        recs += generate_shard(ShardConfig(domain, 0, shard, base_candidates=24))["records"]
+    return tuple(r for r in recs if r["accepted"])
+
+
+@pytest.mark.parametrize("domain", CONVERTED)
+def test_audit_figures_of_a_converted_domain_meet_the_gate(domain: str) -> None:
+    accepted = _accepted(domain)
+    row = aggregate(domain, [r["realism"] for r in accepted], [r["request"] for r in accepted])
+    assert row["converted"] and row["tasks"] >= 60
+    assert row["identified_share"] == 1.0
+    assert row["policy_hinged_share"] >= 0.2 and row["forbidden_share"] >= 0.1
+    for zero in ("staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
+                 "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request"):
+        assert row[zero] == 0, zero
+    assert row["distinct_personas"] >= 15 and row["distinct_bigrams"] >= 300
+
+
+@pytest.mark.parametrize("domain", CONVERTED)
+def test_every_task_has_one_identified_user_who_knows_no_internal_ids(domain: str) -> None:
+    spec = get_engine(domain).spec
+    for rec in _accepted(domain):
+        scenario = rec["tau2"]["user_scenario"]
+        assert scenario["persona"] and rec["persona"]
+        assert rec["gold_calls"][0]["name"] in identify_tools(spec)
+        assert not {c["name"] for c in rec["gold_calls"]} & staff_only_tools(spec)
+        assert "I need you to" not in scenario["instructions"]["reason_for_call"]
+        assert "passenger_id" not in str(scenario) and "guest_id" not in str(scenario)
+        assert tau2_problems(rec["tau2"]) == []
+
+
+@pytest.mark.parametrize("domain", CONVERTED)
+def test_the_same_request_leads_to_a_write_or_a_refusal_by_the_data(domain: str) -> None:
+    outcomes: dict[str, set[str]] = {}
+    for rec in _accepted(domain):
+        notes = rec["notes"]
+        for i, n in enumerate(notes):
+            if n.startswith("intent=") and i + 1 < len(notes) and notes[i + 1].startswith("outcome="):
+                outcomes.setdefault(n[7:], set()).add(notes[i + 1][8:])
+    decided = [name for name, seen in outcomes.items() if len(seen) >= 2]
+    assert len(decided) >= 3, outcomes
+
+
+def _verifiable(rec: dict[str, Any], calls: tuple[ToolCall, ...]) -> VerifiableTask:
+    engine = get_engine(rec["domain"])
+    spec = engine.spec
+    first = rec["gold_calls"][0]
+    with engine.fresh() as db:
+        user = next(iter(db.call(first["name"], first["arguments"]).reads))
+    tools = tuple(i.tool for r in spec.users.roles for i in r.identify)  # type: ignore[union-attr]
+    return VerifiableTask(rec["domain"], 0, calls, tuple(rec["communicate_info"]), user, tools)
+
+
+def test_a_forbidden_request_fails_both_the_lazy_and_the_obliging_agent() -> None:
+    engine = get_engine("railway")
+    graph = ToolGraph(engine)
+    rng = random.Random(7)
+    for _ in range(200):
+        task = base_candidate(graph, rng, 0)
+        if task and any(n == "forbidden=other_owner" for n in task.notes) and task.communicate_info:
+            break
+    else:
+        pytest.fail("no task with a forbidden request for another passenger was sampled")
+    vt = task.verifiable()
+    said = " ".join(task.communicate_info)
+    assert verify(vt, Trajectory(task.gold_calls, said), engine).solved
+    assert not verify(vt, Trajectory((), said), engine).solved
+    # the obliging agent also refunds the other passenger's ticket named in the request
+    other = next(r for r in task.requests if r.kind == "forbidden")
+    ticket = next(w for w in other.clause.split() if w.startswith("TK")).strip(",.;")
+    extra = ToolCall("refund_ticket", {"ticket_id": ticket})
+    verdict = verify(vt, Trajectory((*task.gold_calls, extra), said), engine)
+    assert not verdict.solved and not verdict.execution.passed
+
+
+def test_skipping_identification_fails_even_with_the_right_writes() -> None:
+    rec = next(r for r in _accepted("railway") if r["write_calls"] and len(r["gold_calls"]) >= 3)
+    calls = tuple(ToolCall(c["name"], c["arguments"]) for c in rec["gold_calls"])
+    vt = _verifiable(rec, calls)
+    said = " ".join(rec["communicate_info"])
+    assert verify(vt, Trajectory(calls, said)).solved
+    verdict = verify(vt, Trajectory(calls[1:], said))
+    assert not verdict.solved and not verdict.identification.passed
+
+
+def test_a_second_goal_never_undoes_what_the_task_created() -> None:
+    graph = ToolGraph(get_engine("railway"))
+    rng = random.Random(3)
+    grown = 0
+    for _ in range(120):
+        parent = base_candidate(graph, rng, 0)
+        if parent is None:
+            continue
+        child = add_goal(graph, parent, rng)
+        if child is None:
+            continue
+        grown += 1
+        assert child.user == parent.user and child.persona == parent.persona
+        created = {k for r in parent.requests for _, k in r.entities}
+        later = child.requests[-1]
+        assert not created & {v for c in later.calls for v in c.arguments.values()}
+    assert grown >= 20
+
+
+def test_unconverted_domains_keep_the_old_sampler() -> None:
+    recs = generate_shard(ShardConfig("weather", 0, 0, base_candidates=8, evolution_rounds=1))["records"]
+    assert recs and all(r["tau2"]["user_scenario"]["persona"] is None for r in recs)
+    assert any(r["accepted"] and r["realism"] and not r["realism"]["converted"] for r in recs)

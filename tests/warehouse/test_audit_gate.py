@@ -1,0 +1,95 @@
+"""The realism audit in the warehouse: stored per snapshot, read by ``toolscale audit``, gating converted
+domains only; a database seeded against its own invariant on purpose is rejected."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import yaml
+
+from domains.engine import DomainEngine, ToolCall
+from domains.registry import get_engine, spec_path
+from domains.spec import parse_spec
+from synthesis.generate import ShardConfig, generate_shard
+from synthesis.realism_audit import TaskFacts, aggregate, task_figures
+from toolscale.cli import main
+from warehouse.audit_models import audit_rows, read_audit, write_audit
+from warehouse.quality import realism_gate
+from warehouse.schema import ensure_schema
+from warehouse.writer import SnapshotBundle, _write_rows
+
+
+def _warehouse(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    path = tmp_path / "wh.duckdb"
+    ensure_schema(path)
+    return duckdb.connect(str(path))
+
+
+def _identify_only_row(engine: DomainEngine) -> dict[str, Any]:
+    """The audit row of one railway task (identify, then claim compensation) on ``engine``'s seeded data."""
+    with engine.fresh() as db:
+        email, = db.query("SELECT email FROM passengers ORDER BY passenger_id LIMIT 1")[0]
+    facts = TaskFacts("railway", (ToolCall("find_passenger_by_email", {"email": email}),), ("12.50 EUR",),
+                      "Hi. How much did I pay?", "Hi. How much did I pay?", ("hinged", "forbidden=role"), "Ana",
+                      "customer", None, ())
+    figures = task_figures(engine, facts)
+    return aggregate("railway", [figures] * 3, [facts.request] * 3)
+
+
+def test_a_violating_seeded_row_is_rejected_by_the_gate(tmp_path: Path) -> None:
+    raw = yaml.safe_load(spec_path("railway").read_text())
+    broken = copy.deepcopy(raw)
+    for inv in broken["invariants"]:
+        if inv["name"] == "youth_railcard_age":
+            inv.pop("resample")  # seeding no longer repairs it: youth cards for adults stay in the data
+    bad = _identify_only_row(DomainEngine(parse_spec(broken, label="railway.yaml"), 0))
+    good = _identify_only_row(get_engine("railway"))
+    assert bad["invariant_violations"] > 0 and good["invariant_violations"] == 0
+    con = _warehouse(tmp_path)
+    write_audit(con, "ts-bad", [bad])
+    write_audit(con, "ts-good", [good])
+    rejected, passed = realism_gate(con, "ts-bad"), realism_gate(con, "ts-good")
+    assert not rejected["success"] and any("invariant_violations" in f for f in rejected["failures"])
+    assert passed["success"], passed["failures"]
+
+
+def test_unconverted_domains_are_reported_not_gated(tmp_path: Path) -> None:
+    row = {**_identify_only_row(get_engine("railway")), "domain": "weather", "converted": False,
+           "invariant_violations": 5, "parrot_passes": 3, "identified_share": 0.0}
+    con = _warehouse(tmp_path)
+    write_audit(con, "ts-old", [row])
+    assert realism_gate(con, "ts-old")["success"]
+    assert read_audit(con, "ts-old")[0]["parrot_passes"] == 3
+
+
+def test_cli_audit_reads_stored_figures_and_recomputes_for_old_snapshots(tmp_path: Path, capsys: Any) -> None:
+    records = generate_shard(ShardConfig("railway", 0, 0, base_candidates=6, evolution_rounds=0))["records"]
+    for i, r in enumerate(records):
+        r["candidate_id"] = f"c{i}"
+    accepted = [r for r in records if r["accepted"]]
+    assert accepted
+    con = _warehouse(tmp_path)
+    bundle = SnapshotBundle("ts-test", "v", "cfg", {}, {"railway": len(accepted)}, records, [], [])
+    _write_rows(con, bundle, None)
+    con.execute("UPDATE snapshots SET status = 'published' WHERE snapshot_id = 'ts-test'")
+    con.close()
+    path = str(tmp_path / "wh.duckdb")
+    assert main(["audit", "latest", "--json", "--warehouse", path]) == 0
+    recomputed = json.loads(capsys.readouterr().out)
+    assert recomputed["stored"] is False and recomputed["domains"][0]["tasks"] == len(accepted)
+    assert recomputed["domains"][0]["identified_share"] == 1.0
+    con = duckdb.connect(path)
+    write_audit(con, "ts-test", audit_rows(records))
+    con.close()
+    assert main(["audit", "ts-test", "--json", "--warehouse", path]) == 0
+    stored = json.loads(capsys.readouterr().out)
+    assert stored["stored"] is True
+    row = stored["domains"][0]
+    assert row["policy_hinged_share"] == aggregate("railway", [r["realism"] for r in accepted],
+                                                  [r["request"] for r in accepted])["policy_hinged_share"]
+    assert main(["audit", "latest", "--warehouse", path]) == 0
+    assert "railway *" in capsys.readouterr().out

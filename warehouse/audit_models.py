@@ -1,0 +1,75 @@
+"""The ``snapshot_audit`` table: per snapshot and domain, the realism figures of the published tasks.
+
+Written inside the publish step (before the quality gate reads it) by ``write_audit``; ``toolscale audit``
+and the gate read it back. Defined as a SQLModel model like the rest of the schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pandas as pd
+from sqlalchemy import Double
+from sqlmodel import Field, SQLModel
+
+from synthesis.realism_audit import AUDIT_COLUMNS, aggregate
+
+
+class SnapshotAudit(SQLModel, table=True):
+    __tablename__ = "snapshot_audit"
+    snapshot_id: str = Field(primary_key=True)
+    domain: str = Field(primary_key=True)
+    converted: bool  # the domain's spec declares users and intents: its figures are gated, else reported
+    tasks: int
+    identified_share: float = Field(sa_type=Double)
+    policy_hinged_share: float = Field(sa_type=Double)
+    forbidden_share: float = Field(sa_type=Double)
+    staff_only_calls: int
+    requests_naming_internal_ids: int
+    invariant_violations: int
+    noop_writes: int
+    empty_passes: int
+    parrot_passes: int
+    short_communicate: int
+    communicate_in_request: int
+    top_opening_share: float = Field(sa_type=Double)
+    top_opening: str
+    distinct_bigrams: int
+    distinct_personas: int
+
+
+def audit_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One audit row per domain from a snapshot's accepted records (those carry per-task figures)."""
+    by_domain: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r["accepted"] and r.get("realism"):
+            by_domain.setdefault(r["domain"], []).append(r)
+    return [aggregate(d, [r["realism"] for r in rs], [r.get("request") or "" for r in rs])
+            for d, rs in sorted(by_domain.items())]
+
+
+def write_audit(con: duckdb.DuckDBPyConnection, snapshot_id: str, rows: list[dict[str, Any]]) -> None:
+    """Replace the snapshot's audit rows (a retried publish may have written some)."""
+    con.execute("DELETE FROM snapshot_audit WHERE snapshot_id = ?", [snapshot_id])
+    if not rows:
+        return
+    frame = pd.DataFrame([{"snapshot_id": snapshot_id, **{c: r[c] for c in AUDIT_COLUMNS}} for r in rows])
+    con.register("_audit_rows", frame)
+    try:
+        cols = ", ".join(frame.columns)
+        con.execute(f"INSERT INTO snapshot_audit ({cols}) SELECT {cols} FROM _audit_rows")
+    finally:
+        con.unregister("_audit_rows")
+
+
+def read_audit(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> list[dict[str, Any]]:
+    """The stored audit rows of a snapshot (empty when it predates the table)."""
+    if not con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'snapshot_audit'").fetchone():
+        return []
+    frame = con.execute("SELECT * FROM snapshot_audit WHERE snapshot_id = ? ORDER BY domain", [snapshot_id]).df()
+    return [{c: _plain(row[c]) for c in AUDIT_COLUMNS} for _, row in frame.iterrows()]
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
