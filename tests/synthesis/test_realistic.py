@@ -19,7 +19,7 @@ from verifiers.types import Trajectory, VerifiableTask
 from verifiers.verify import verify
 from warehouse.exports import tau2_problems
 
-CONVERTED = ("railway", "restaurant")
+CONVERTED = ("railway", "restaurant", "finance", "ecommerce")
 
 
 @cache
