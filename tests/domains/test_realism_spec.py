@@ -83,7 +83,7 @@ def test_a_malformed_realism_section_names_file_and_path(case: str, mutate: Call
 
 
 def _invariants() -> list[tuple[str, str]]:
-    return [(d, inv.name) for d in ("railway", "restaurant") for inv in get_spec(d).invariants]
+    return [(d, inv.name) for d in ("railway", "restaurant", "weather", "medicine") for inv in get_spec(d).invariants]
 
 
 @pytest.mark.parametrize(("domain", "invariant"), _invariants(), ids=[f"{d}-{i}" for d, i in _invariants()])
@@ -108,11 +108,11 @@ def test_emails_match_names_and_specs_without_realism_still_load() -> None:
     with get_engine("restaurant").fresh() as db:
         for name, email in db.query("SELECT full_name, email FROM guests"):
             assert email.startswith(".".join(name.lower().split()).replace("ü", "u"))
-    weather = get_spec("weather")
-    assert weather.users is None and weather.intents == () and weather.invariants == ()
+    finance = get_spec("finance")
+    assert finance.users is None and finance.intents == () and finance.invariants == ()
 
 
-@pytest.mark.parametrize("domain", ["railway", "restaurant"])
+@pytest.mark.parametrize("domain", ["railway", "restaurant", "weather", "medicine"])
 def test_policy_states_clock_identification_and_policy_only_rules(domain: str) -> None:
     spec = get_spec(domain)
     assert f"({spec.now})" in spec.policy and "The current date and time is" in spec.policy
