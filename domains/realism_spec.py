@@ -234,6 +234,8 @@ def _users_problems(spec: DomainSpec, users: Users, tables: dict[str, Any], tool
             if col is None or col.references is None:
                 out.append(f"{where}: {hop!r} is not a foreign-key column of {current.name}")
                 break
+            if col.references[0] not in tables:
+                break  # the dangling reference itself is reported by the table checks
             current = tables[col.references[0]]
         else:
             if current.name not in role_tables:

@@ -7,7 +7,7 @@ import pytest
 from domains.engine import DomainEngine
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 
-WEATHER_SEED0 = "e40c66f9d6db692eaceaeb6a384e6ec9c5084f928d43a63a5b968869df0cbed7"
+WEATHER_SEED0 = "e64d51c17b56030cd3383f1fccb610013c671d5d8cb0330d71b38433d05fb741"
 
 
 def test_same_seed_same_fingerprint_for_every_domain() -> None:
@@ -36,7 +36,7 @@ def test_different_seeds_give_different_rows() -> None:
 def test_fresh_copies_are_independent() -> None:
     engine = get_engine("weather")
     with engine.fresh() as a, engine.fresh() as b:
-        assert a.call("cancel_alert", {"alert_id": "AL0002"}).ok
+        assert a.call("cancel_alert", {"alert_id": "AL0004"}).ok
         assert a.fingerprint() != engine.fingerprint
         assert b.fingerprint() == engine.fingerprint
 
@@ -55,18 +55,18 @@ def test_a_write_reports_the_rows_it_wrote_and_generates_keys() -> None:
 HOSTILE = [
     ("cancel_alert", {"alert_id": "x'; DROP TABLE alerts; --"}),
     ("cancel_alert", {"alert_id": "A" * 10_000_000}),
-    ("cancel_alert", {"alert_id": "警报🌩️\u0000AL0002"}),
+    ("cancel_alert", {"alert_id": "警报🌩️\u0000AL0004"}),
     ("cancel_alert", {"alert_id": {"$ne": None}}),
-    ("cancel_alert", {"alert_id": ["AL0002"]}),
-    ("escalate_alert", {"alert_id": "AL0002", "severity": "catastrophic"}),
+    ("cancel_alert", {"alert_id": ["AL0004"]}),
+    ("escalate_alert", {"alert_id": "AL0004", "severity": "catastrophic"}),
     ("record_observation", {"station_id": "WS0001", "observed_at": "2025-06-15T09:00:00",
                             "temperature_c": "hot", "precipitation_mm": 0, "wind_kph": 1}),
     ("subscribe_to_alerts", {"subscriber_id": "SU0001", "region_id": "RG001", "hazard": "storm"}),
-    ("cancel_alert", {"alert_id": "AL0002", "reason": "extra"}),
+    ("cancel_alert", {"alert_id": "AL0004", "reason": "extra"}),
     ("cancel_alert", {}),
-    ("cancel_alert", "AL0002"),
+    ("cancel_alert", "AL0004"),
     ("cancel_alert", None),
-    ("launch_missiles", {"alert_id": "AL0002"}),
+    ("launch_missiles", {"alert_id": "AL0004"}),
     ("", {}),
     ("get_station", {"station_id": 1}),
     ("record_observation", {"station_id": "WS0001", "observed_at": "2025-06-15T09:00:00",
@@ -109,5 +109,5 @@ def test_error_messages_name_the_problem() -> None:
     with get_engine("weather").fresh() as db:
         assert "Unknown tool 'nope'" in db.call("nope", {}).error
         assert "'alert_id' is a required property" in db.call("cancel_alert", {}).error
-        assert "Additional properties" in db.call("cancel_alert", {"alert_id": "AL0002", "x": 1}).error
+        assert "Additional properties" in db.call("cancel_alert", {"alert_id": "AL0004", "x": 1}).error
         assert db.call("cancel_alert", {"alert_id": "AL0001"}).error == "Alert AL0001 is not active."

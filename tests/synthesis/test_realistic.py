@@ -19,7 +19,7 @@ from verifiers.types import Trajectory, VerifiableTask
 from verifiers.verify import verify
 from warehouse.exports import tau2_problems
 
-CONVERTED = ("railway", "restaurant", "finance", "ecommerce")
+CONVERTED = ("railway", "restaurant", "finance", "ecommerce", "weather", "medicine")
 
 
 @cache
@@ -50,10 +50,23 @@ def test_every_task_has_one_identified_user_who_knows_no_internal_ids(domain: st
         scenario = rec["tau2"]["user_scenario"]
         assert scenario["persona"] and rec["persona"]
         assert rec["gold_calls"][0]["name"] in identify_tools(spec)
-        assert not {c["name"] for c in rec["gold_calls"]} & staff_only_tools(spec)
+        if ", a customer:" in rec["persona"]:  # staff (a forecaster, a doctor) may use staff-only tools
+            assert not {c["name"] for c in rec["gold_calls"]} & staff_only_tools(spec)
         assert "I need you to" not in scenario["instructions"]["reason_for_call"]
         assert "passenger_id" not in str(scenario) and "guest_id" not in str(scenario)
         assert tau2_problems(rec["tau2"]) == []
+
+
+@pytest.mark.parametrize(("domain", "staff_tool"), [("weather", "find_forecaster_by_email"),
+                                                   ("medicine", "find_doctor_by_name_and_licence")])
+def test_staff_tasks_identify_the_clinician_or_forecaster_and_do_staff_work(domain: str, staff_tool: str) -> None:
+    spec = get_engine(domain).spec
+    staff = [r for r in _accepted(domain) if ", a staff:" in r["persona"]]
+    assert staff, "no staff task was published"
+    assert all(r["gold_calls"][0]["name"] == staff_tool for r in staff)
+    assert any({c["name"] for c in r["gold_calls"]} & staff_only_tools(spec) for r in staff)
+    customers = [r for r in _accepted(domain) if ", a customer:" in r["persona"]]
+    assert customers and all(r["gold_calls"][0]["name"] != staff_tool for r in customers)
 
 
 @pytest.mark.parametrize("domain", CONVERTED)
@@ -130,6 +143,6 @@ def test_a_second_goal_never_undoes_what_the_task_created() -> None:
 
 
 def test_unconverted_domains_keep_the_old_sampler() -> None:
-    recs = generate_shard(ShardConfig("weather", 0, 0, base_candidates=8, evolution_rounds=1))["records"]
+    recs = generate_shard(ShardConfig("finance", 0, 0, base_candidates=8, evolution_rounds=1))["records"]
     assert recs and all(r["tau2"]["user_scenario"]["persona"] is None for r in recs)
     assert any(r["accepted"] and r["realism"] and not r["realism"]["converted"] for r in recs)

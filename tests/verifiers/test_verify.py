@@ -9,30 +9,30 @@ from verifiers.types import Trajectory, VerifiableTask
 
 ESCALATE_AND_REPORT = VerifiableTask(
     "weather", 0,
-    (Call("get_alert", {"alert_id": "AL0002"}), Call("escalate_alert", {"alert_id": "AL0002", "severity": "warning"})),
+    (Call("get_alert", {"alert_id": "AL0004"}), Call("escalate_alert", {"alert_id": "AL0004", "severity": "warning"})),
     ("warning",),
 )
 
 
 def test_gold_trajectory_solves_its_task() -> None:
-    verdict = verify(ESCALATE_AND_REPORT, Trajectory(ESCALATE_AND_REPORT.gold_calls, "AL0002 is now a Warning."))
+    verdict = verify(ESCALATE_AND_REPORT, Trajectory(ESCALATE_AND_REPORT.gold_calls, "AL0004 is now a Warning."))
     assert verdict.solved, verdict
     assert outcome_reward(ESCALATE_AND_REPORT, Trajectory(ESCALATE_AND_REPORT.gold_calls, "warning")) == 1.0
 
 
 def test_another_route_to_the_same_end_state_passes_execution() -> None:
-    detour = (Call("get_alert", {"alert_id": "AL0002"}),
-              Call("escalate_alert", {"alert_id": "AL0002", "severity": "watch"}),
-              Call("escalate_alert", {"alert_id": "AL0002", "severity": "warning"}))
+    detour = (Call("get_alert", {"alert_id": "AL0004"}),
+              Call("escalate_alert", {"alert_id": "AL0004", "severity": "watch"}),
+              Call("escalate_alert", {"alert_id": "AL0004", "severity": "warning"}))
     verdict = verify(ESCALATE_AND_REPORT, Trajectory(detour, "it is a warning now"))
     assert verdict.execution.passed and verdict.solved
 
 
 def test_a_different_end_state_fails_execution_with_the_row_named() -> None:
-    wrong = (Call("get_alert", {"alert_id": "AL0002"}), Call("cancel_alert", {"alert_id": "AL0002"}))
+    wrong = (Call("get_alert", {"alert_id": "AL0004"}), Call("cancel_alert", {"alert_id": "AL0004"}))
     verdict = verify(ESCALATE_AND_REPORT, Trajectory(wrong, "warning"))
     assert not verdict.execution.passed
-    assert "alerts:AL0002" in verdict.execution.reason
+    assert "alerts:AL0004" in verdict.execution.reason
 
 
 def test_missing_communicate_info_fails_fidelity() -> None:
@@ -42,10 +42,10 @@ def test_missing_communicate_info_fails_fidelity() -> None:
 
 
 def test_skipping_an_entity_the_gold_read_fails_completeness() -> None:
-    only_write = (Call("escalate_alert", {"alert_id": "AL0002", "severity": "warning"}),)
+    only_write = (Call("escalate_alert", {"alert_id": "AL0004", "severity": "warning"}),)
     verdict = verify(ESCALATE_AND_REPORT, Trajectory(only_write, "warning"))
     assert verdict.execution.passed
-    assert not verdict.completeness.passed and "read alerts:AL0002" in verdict.completeness.reason
+    assert not verdict.completeness.passed and "read alerts:AL0004" in verdict.completeness.reason
 
 
 def test_fidelity_normalises_case_commas_and_numbers() -> None:
@@ -64,7 +64,7 @@ def test_a_gold_call_that_raises_makes_the_task_invalid() -> None:
 
 
 def test_do_nothing_fails_a_write_task() -> None:
-    task = VerifiableTask("weather", 0, (Call("cancel_alert", {"alert_id": "AL0002"}),))
+    task = VerifiableTask("weather", 0, (Call("cancel_alert", {"alert_id": "AL0004"}),))
     assert not verify(task, Trajectory()).solved
     assert check_task(task).no_action.passed
 
@@ -96,7 +96,7 @@ def test_surviving_mutants_are_reported() -> None:
     task = VerifiableTask("weather", 0, (
         Call("get_station", {"station_id": "WS0001"}),
         Call("get_station", {"station_id": "WS0001"}),
-        Call("cancel_alert", {"alert_id": "AL0002"}),
+        Call("cancel_alert", {"alert_id": "AL0004"}),
     ))
     report = check_task(task)
     assert report.mutation.kill_rate < 1.0
