@@ -88,7 +88,9 @@ class Task:
 
     def _persona_instructions(self) -> dict[str, Any]:
         assert self.persona is not None
-        known = [f"your name is {self.persona.name}"] + list(dict.fromkeys(k for r in self.requests for k in r.known))
+        facts = list(dict.fromkeys(k for r in self.requests for k in r.known))
+        named = any(self.persona.name in k for k in facts)
+        known = ([] if named else [f"your name is {self.persona.name}"]) + facts
         return {
             "domain": self.domain,
             "reason_for_call": self.reason_for_call(),
