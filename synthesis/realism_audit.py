@@ -18,6 +18,7 @@ from domains.engine import DomainEngine, ToolCall
 from domains.spec import DomainSpec
 from verifiers.checks import normalise
 from verifiers.realism import end_state_violations, lazy_passes, noop_writes
+from verifiers.replay import replay
 from verifiers.types import VerifiableTask
 
 WORD = re.compile(r"[a-z0-9']+")
@@ -80,7 +81,12 @@ def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
     calls = facts.gold_calls
     verifiable = VerifiableTask(facts.domain, facts.seed, calls, facts.communicate_info, facts.user,
                                 facts.identify_tools)
-    lazy = lazy_passes(engine, verifiable, facts.request)
+    gold = replay(engine, calls)
+    try:
+        lazy = lazy_passes(engine, verifiable, facts.request, gold)
+        violations = end_state_violations(engine, calls, gold)
+    finally:
+        gold.close()
     said = normalise(facts.instruction)
     ids = _internal_id_pattern(spec)
     customer = facts.role in (None, "customer")
@@ -90,7 +96,7 @@ def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
         "forbidden": any(n.startswith("forbidden=") for n in facts.notes),
         "staff_only_calls": sum(c.name in staff_only_tools(spec) for c in calls) if customer else 0,
         "internal_ids": len(ids.findall(facts.request)) if ids else 0,
-        "invariant_violations": end_state_violations(engine, calls),
+        "invariant_violations": violations,
         "noop_writes": noop_writes(engine, calls),
         "empty_passes": int(lazy.empty_ours) + int(lazy.empty_tau2),
         "parrot_passes": int(lazy.parrot_ours) + int(lazy.parrot_tau2),

@@ -88,7 +88,9 @@ class Task:
 
     def _persona_instructions(self) -> dict[str, Any]:
         assert self.persona is not None
-        known = [f"your name is {self.persona.name}"] + list(dict.fromkeys(k for r in self.requests for k in r.known))
+        facts = list(dict.fromkeys(k for r in self.requests for k in r.known))
+        named = any(self.persona.name in k for k in facts)
+        known = ([] if named else [f"your name is {self.persona.name}"]) + facts
         return {
             "domain": self.domain,
             "reason_for_call": self.reason_for_call(),
@@ -171,6 +173,9 @@ def _sentence(clause: str) -> str:
 
 
 def _lower_first(clause: str) -> str:
+    stripped = re.sub(r"^(and|also),?\s+", "", clause, flags=re.IGNORECASE)  # the joiner already says it
+    if stripped != clause:
+        return stripped  # what follows 'and' is already mid-sentence (and may be a name)
     return clause if re.match(r"^(I\b|I'|[A-Z]{2})", clause) else clause[:1].lower() + clause[1:]
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from domains.engine import DomainEngine, ToolCall
-from verifiers.replay import replay
+from verifiers.checks import fidelity_check
+from verifiers.replay import Replay, replay
 from verifiers.types import Trajectory, VerifiableTask
 from verifiers.verify import verify
 
@@ -44,10 +45,24 @@ class LazyPasses:
         return self.empty_ours or self.parrot_ours or self.empty_tau2 or self.parrot_tau2
 
 
-def lazy_passes(engine: DomainEngine, task: VerifiableTask, request: str) -> LazyPasses:
-    empty, parrot = Trajectory(), Trajectory((), request)
-    return LazyPasses(empty_ours=verify(task, empty, engine).solved, parrot_ours=verify(task, parrot, engine).solved,
-                      empty_tau2=tau2_solved(engine, task, empty), parrot_tau2=tau2_solved(engine, task, parrot))
+def lazy_passes(engine: DomainEngine, task: VerifiableTask, request: str, gold: Replay | None = None) -> LazyPasses:
+    """All four from one gold replay: both lazy agents make no calls, so they share the state checks, and a
+    trajectory without calls leaves the database at S0, whose hash equals the gold's exactly when no row the
+    gold wrote differs (what the execution check compares); only what is said differs."""
+    own = gold is None
+    gold = gold or replay(engine, task.gold_calls)
+    try:
+        empty = verify(task, Trajectory(), engine, gold)
+    finally:
+        if own:
+            gold.close()
+    state_kept = empty.execution.passed
+    calls_pass = state_kept and empty.completeness.passed and empty.identification.passed
+    said = tau2_text(request)
+    return LazyPasses(empty_ours=empty.solved,
+                      parrot_ours=calls_pass and fidelity_check(task.communicate_info, request).passed,
+                      empty_tau2=state_kept and all(not tau2_text(i) for i in task.communicate_info),
+                      parrot_tau2=state_kept and all(tau2_text(i) in said for i in task.communicate_info))
 
 
 def noop_writes(engine: DomainEngine, calls: tuple[ToolCall, ...]) -> int:
@@ -69,14 +84,16 @@ def noop_writes(engine: DomainEngine, calls: tuple[ToolCall, ...]) -> int:
     return count
 
 
-def end_state_violations(engine: DomainEngine, calls: tuple[ToolCall, ...]) -> int:
+def end_state_violations(engine: DomainEngine, calls: tuple[ToolCall, ...], gold: Replay | None = None) -> int:
     """Rows breaking the domain's invariants after the gold calls."""
     if not engine.spec.invariants:
         return 0
     from domains.invariants import violation_counts
 
-    gold = replay(engine, calls)
+    own = gold is None
+    gold = gold or replay(engine, calls)
     try:
         return sum(violation_counts(gold.db.conn, engine.spec).values())
     finally:
-        gold.close()
+        if own:
+            gold.close()

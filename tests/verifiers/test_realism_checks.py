@@ -51,3 +51,16 @@ def test_publishable_rejects_bare_numbers_and_answers_given_away() -> None:
     assert figures["internal_ids"] == 1 and not figures["identified"]
     ok, reason = publishable(figures)
     assert not ok and reason.startswith("realism_")
+
+
+def test_the_one_replay_shortcut_agrees_with_the_full_tau2_rule() -> None:
+    """``lazy_passes`` derives tau2's verdicts from one gold replay; the full whole-database-hash rule agrees."""
+    engine = get_engine("railway")
+    sid = _scheduled_service()
+    tasks = [VerifiableTask("railway", 0, (ToolCall("report_delay", {"service_id": sid, "delay_minutes": d}),), info)
+             for d in (0, 20) for info in ((), ("20 minutes",))]
+    request = "Please report a delay of 20 minutes."
+    for task in tasks:
+        lazy = lazy_passes(engine, task, request)
+        assert lazy.empty_tau2 == tau2_solved(engine, task, Trajectory())
+        assert lazy.parrot_tau2 == tau2_solved(engine, task, Trajectory((), request))
