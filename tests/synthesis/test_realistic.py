@@ -51,10 +51,11 @@ def test_every_task_has_one_identified_user_who_knows_no_internal_ids(domain: st
         scenario = rec["tau2"]["user_scenario"]
         assert scenario["persona"] and rec["persona"]
         assert rec["gold_calls"][0]["name"] in identify_tools(spec)
-        assert not {c["name"] for c in rec["gold_calls"]} & staff_only_tools(spec)
+        if ", a customer:" in rec["persona"]:  # staff (where a domain has them) may call staff-only tools
+            assert not {c["name"] for c in rec["gold_calls"]} & staff_only_tools(spec)
         assert "I need you to" not in scenario["instructions"]["reason_for_call"]
-        user_key = spec.table(spec.users.roles[0].table).primary_key  # type: ignore[union-attr]
-        assert user_key not in str(scenario)
+        for role in spec.users.roles:  # type: ignore[union-attr]
+            assert spec.table(role.table).primary_key not in str(scenario)
         assert tau2_problems(rec["tau2"]) == []
 
 
