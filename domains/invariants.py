@@ -63,9 +63,15 @@ def _redraw(conn: sqlite3.Connection, spec: DomainSpec, table: Table, key: Any, 
         kind = col.seed["kind"]
         if col.name not in resample and kind not in ("formula", "lookup"):
             continue
-        if kind in ("sequence", "reference"):
+        if kind == "sequence" or (kind == "reference" and (col.name not in resample or col.seed.get("unique"))):
             continue
-        if kind == "formula":
+        if kind == "reference":
+            # a named foreign key is redrawn from its parent table's keys, as seeding draws it
+            assert col.references is not None
+            parents = [r[0] for r in conn.execute(
+                f"SELECT {col.references[1]} FROM {col.references[0]} ORDER BY {col.references[1]}")]
+            value = rng.choice(parents) if parents else row[col.name]
+        elif kind == "formula":
             value = Formula(col.seed["expr"])(row, rng)
         elif kind == "lookup":
             via = table.column(col.seed["via"])
