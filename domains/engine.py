@@ -89,7 +89,10 @@ class _Missing(dict):
 
 
 def _short(value: Any) -> str:
+    """An argument as an error message quotes it: one line (control characters escaped), at most 60 chars."""
     text = str(value)
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
     return text if len(text) <= 60 else text[:57] + "..."
 
 

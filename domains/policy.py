@@ -13,10 +13,12 @@ if TYPE_CHECKING:
 
 def policy_text(policy: str, now: str, users: Users | None, tools: list[Tool]) -> str:
     """``policy`` followed by the current date and time, the identification rules and the policy-only rules."""
-    clock = datetime.fromisoformat(now)
+    try:
+        shown = f"{datetime.fromisoformat(now):%A %d %B %Y, %H:%M} ({now})"
+    except ValueError:  # the loader reports the bad clock itself, with its path; the text just shows it
+        shown = repr(now)
     lines = [policy] if policy else []
-    lines.append(f"The current date and time is {clock:%A %d %B %Y, %H:%M} ({now}); every rule about dates "
-                 f"and times is judged against it.")
+    lines.append(f"The current date and time is {shown}; every rule about dates and times is judged against it.")
     if users is not None:
         for role in users.roles:
             if role.rule:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from typing import Any
 
 import yaml
@@ -61,3 +62,15 @@ def weather_engine() -> DomainEngine:
 
 def tool(engine: DomainEngine, name: str) -> Tool:
     return engine.tools[name]
+
+
+def located(text: str) -> str:
+    """Expected messages name tools and columns (``tools[<get_alert>]``, ``tables[<stations>].columns[<stations.x>]``);
+    this turns the names into the positions they have in the current weather spec, so the cases survive edits."""
+    raw = weather_raw()
+    tools = {t["name"]: i for i, t in enumerate(raw["tools"])}
+    tables = {t["name"]: i for i, t in enumerate(raw["tables"])}
+    columns = {f"{t['name']}.{c['name']}": j for t in raw["tables"] for j, c in enumerate(t["columns"])}
+    text = re.sub(r"tools\[<(\w+)>\]", lambda m: f"tools[{tools[m.group(1)]}]", text)
+    text = re.sub(r"columns\[<(\w+\.\w+)>\]", lambda m: f"columns[{columns[m.group(1)]}]", text)
+    return re.sub(r"tables\[<(\w+)>\]", lambda m: f"tables[{tables[m.group(1)]}]", text)

@@ -107,11 +107,24 @@ def test_a_huge_integer_is_an_error_result_not_an_overflow() -> None:
         assert db.fingerprint() == engine.fingerprint
 
 
+def _cancellable_alert() -> str:
+    """An alert that ``cancel_alert`` accepts on the seeded weather database (taken from the data, not pinned)."""
+    engine = weather_engine()
+    with engine.fresh() as db:
+        alert_ids = [row[0] for row in db.query("SELECT alert_id FROM alerts ORDER BY alert_id")]
+    for alert_id in alert_ids:
+        with engine.fresh() as db:
+            if db.call("cancel_alert", {"alert_id": alert_id}).ok:
+                return str(alert_id)
+    raise AssertionError("no cancellable alert in the seeded weather data")
+
+
 def test_the_valid_forms_still_work() -> None:
     engine = weather_engine()
     with engine.fresh() as db:
+        (email,) = db.query("SELECT email FROM subscribers ORDER BY subscriber_id LIMIT 1")[0]
         assert db.call("list_observations", {"station_id": "WS0002", "date": "2025-06-03"}).ok
-        assert db.call("find_subscriber_by_email", {"email": "aiden.bauer598@example.com"}).ok
+        assert db.call("find_subscriber_by_email", {"email": email}).ok
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -143,7 +156,7 @@ def test_cli_call_refuses_duplicate_keys_with_exit_code_2(capsys: pytest.Capture
 
 
 def test_outcome_reward_is_zero_not_an_exception_for_hostile_trajectories() -> None:
-    task = VerifiableTask("weather", 0, (ToolCall("cancel_alert", {"alert_id": "AL0002"}),), ("cancelled",))
+    task = VerifiableTask("weather", 0, (ToolCall("cancel_alert", {"alert_id": _cancellable_alert()}),), ("cancelled",))
     hostile = [
         Trajectory((ToolCall("cancel_alert", {"alert_id": _nested(400)}),), "cancelled"),
         Trajectory((ToolCall("cancel_alert", _nested(1000, kind="list")),), "cancelled"),  # type: ignore[arg-type]
@@ -239,6 +252,7 @@ def test_the_fast_path_never_accepts_what_jsonschema_refuses() -> None:
 
 
 def test_verify_reports_reasons_for_a_hostile_trajectory() -> None:
-    task = VerifiableTask("weather", 0, (ToolCall("cancel_alert", {"alert_id": "AL0002"}),), ("cancelled",))
-    verdict = verify(task, Trajectory((ToolCall("cancel_alert", {"alert_id": "AL0002\n"}),), ""))
+    alert = _cancellable_alert()
+    task = VerifiableTask("weather", 0, (ToolCall("cancel_alert", {"alert_id": alert}),), ("cancelled",))
+    verdict = verify(task, Trajectory((ToolCall("cancel_alert", {"alert_id": alert + "\n"}),), ""))
     assert not verdict.solved and verdict.failed_checks() == ["execution", "fidelity", "completeness"]

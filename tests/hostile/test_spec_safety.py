@@ -15,7 +15,7 @@ from domains import check
 from domains.engine import DomainEngine
 from domains.registry import spec_path
 from domains.spec import Precondition, SpecError, load_spec, parse_spec
-from tests.hostile.conftest import column_of, spec_error, tool_of, weather_engine, weather_raw, with_tool
+from tests.hostile.conftest import column_of, located, spec_error, tool_of, weather_engine, weather_raw, with_tool
 
 RUNAWAY = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT x FROM n"
 Mutation = Callable[[dict[str, Any]], None]
@@ -45,81 +45,81 @@ def _seed(table: str, column: str, recipe: dict[str, Any], **extra: Any) -> Muta
 LOAD_TIME: list[tuple[str, Mutation, str]] = [
     ("read tool deletes through a CTE",
      _returns("get_alert", "WITH x AS (SELECT 1) DELETE FROM alerts WHERE alert_id = :alert_id RETURNING *"),
-     "tools[7].returns.sql: refused: a read statement may not write (DELETE on alerts)"),
+     "tools[<get_alert>].returns.sql: refused: a read statement may not write (DELETE on alerts)"),
     ("read tool updates through a CTE",
      _returns("get_alert", "WITH x AS (SELECT 1) UPDATE alerts SET status = 'cancelled' "
                            "WHERE alert_id = :alert_id RETURNING *"),
-     "tools[7].returns.sql: refused: a read statement may not write (UPDATE on alerts)"),
+     "tools[<get_alert>].returns.sql: refused: a read statement may not write (UPDATE on alerts)"),
     ("read tool inserts through a CTE",
      _returns("get_station", "WITH x AS (SELECT 1) INSERT INTO regions (region_id, name, country, climate) "
                              "VALUES ('RG999', 'n', 'c', 'temperate') RETURNING *"),
-     "tools[0].returns.sql: refused: a read statement may not write (INSERT on regions)"),
+     "tools[<get_station>].returns.sql: refused: a read statement may not write (INSERT on regions)"),
     ("write tool's returns.sql deletes",
      _returns("cancel_alert", "WITH x AS (SELECT 1) DELETE FROM stations RETURNING station_id"),
-     "tools[11].returns.sql: refused: a read statement may not write (DELETE on stations)"),
+     "tools[<cancel_alert>].returns.sql: refused: a read statement may not write (DELETE on stations)"),
     ("precondition deletes",
      _precondition("cancel_alert", "WITH x AS (SELECT 1) DELETE FROM alerts WHERE alert_id = :alert_id "
                                    "RETURNING alert_id"),
-     "tools[11].preconditions[0].sql: refused: a read statement may not write (DELETE on alerts)"),
+     "tools[<cancel_alert>].preconditions[0].sql: refused: a read statement may not write (DELETE on alerts)"),
     ("precondition updates",
      _precondition("get_station", "WITH x AS (SELECT 1) UPDATE stations SET status = 'retired' RETURNING 1"),
-     "tools[0].preconditions[0].sql: refused: a read statement may not write (UPDATE on stations)"),
+     "tools[<get_station>].preconditions[0].sql: refused: a read statement may not write (UPDATE on stations)"),
     ("pragma function in a read",
      _returns("get_alert", "SELECT name FROM pragma_table_info('alerts') WHERE :alert_id IS NOT NULL"),
-     "tools[7].returns.sql: refused: it uses SQLite's own table sqlite_master (PRAGMA functions"),
+     "tools[<get_alert>].returns.sql: refused: it uses SQLite's own table sqlite_master (PRAGMA functions"),
     ("pragma database list in a precondition",
      _precondition("get_alert", "SELECT 1 FROM pragma_database_list WHERE :alert_id IS NOT NULL"),
-     "tools[7].preconditions[0].sql: refused: it uses SQLite's own table sqlite_master (PRAGMA functions"),
+     "tools[<get_alert>].preconditions[0].sql: refused: it uses SQLite's own table sqlite_master (PRAGMA functions"),
     ("pragma function in an effect",
      _effect("cancel_alert", "UPDATE alerts SET status = (SELECT count(*) FROM pragma_foreign_key_list('alerts')) "
                              "WHERE alert_id = :alert_id"),
-     "tools[11].effects[0]: refused: it uses SQLite's own table sqlite_master (PRAGMA functions"),
+     "tools[<cancel_alert>].effects[0]: refused: it uses SQLite's own table sqlite_master (PRAGMA functions"),
     ("reads the schema table",
      _returns("get_alert", "SELECT sql FROM sqlite_master WHERE name = :alert_id"),
-     "tools[7].returns.sql: refused: it uses SQLite's own table sqlite_master"),
+     "tools[<get_alert>].returns.sql: refused: it uses SQLite's own table sqlite_master"),
     ("non-deterministic function",
      _returns("get_alert", "SELECT alert_id, random() AS r FROM alerts WHERE alert_id = :alert_id"),
-     "tools[7].returns.sql: refused: it calls random()"),
+     "tools[<get_alert>].returns.sql: refused: it calls random()"),
     ("double-quoted text in a read",
      _returns("get_alert", 'SELECT * FROM alerts WHERE status = "active" AND alert_id = :alert_id'),
-     'tools[7].returns.sql: double-quoted "active" names no column'),
+     'tools[<get_alert>].returns.sql: double-quoted "active" names no column'),
     ("double-quoted text in a precondition",
      _precondition("cancel_alert", 'SELECT 1 FROM alerts WHERE alert_id = :alert_id AND status = "active"'),
-     'tools[11].preconditions[0].sql: double-quoted "active" names no column'),
+     'tools[<cancel_alert>].preconditions[0].sql: double-quoted "active" names no column'),
     ("double-quoted text in an effect",
      _effect("cancel_alert", 'UPDATE alerts SET status = "cancelled" WHERE alert_id = :alert_id'),
-     'tools[11].effects[0]: double-quoted "cancelled" names no column'),
+     'tools[<cancel_alert>].effects[0]: double-quoted "cancelled" names no column'),
     ("text choice in an integer column",
      _seed("stations", "elevation_m", {"kind": "choice", "values": ["high", "low"]}),
-     "tables[1].columns[3].seed.values: 'high' is not an integer"),
+     "tables[<stations>].columns[<stations.elevation_m>].seed.values: 'high' is not an integer"),
     ("text constant in a real column",
      _seed("observations", "temperature_c", {"kind": "constant", "value": "warm"}),
-     "tables[2].columns[3].seed.value: 'warm' is not a number"),
+     "tables[<observations>].columns[<observations.temperature_c>].seed.value: 'warm' is not a number"),
     ("text constant in a boolean column",
      _seed("observations", "verified", {"kind": "constant", "value": "yes"}),
-     "tables[2].columns[6].seed.value: 'yes' is not a boolean"),
+     "tables[<observations>].columns[<observations.verified>].seed.value: 'yes' is not a boolean"),
     ("integer beyond 64 bits",
      _seed("stations", "elevation_m", {"kind": "constant", "value": 2**70}),
-     "tables[1].columns[3].seed.value: 1180591620717411303424 (int) is outside SQLite's 64-bit integer range"),
+     "tables[<stations>].columns[<stations.elevation_m>].seed.value: 1180591620717411303424 (int) is outside SQLite's 64-bit integer range"),
     ("impossible date in a date column",
      _seed("stations", "installed_on", {"kind": "choice", "values": ["2025-02-30"]}),
-     "tables[1].columns[5].seed.values: '2025-02-30' is not a real date"),
+     "tables[<stations>].columns[<stations.installed_on>].seed.values: '2025-02-30' is not a real date"),
     ("huge constant text",
      _seed("regions", "climate", {"kind": "constant", "value": "x" * 3000}),
-     "tables[0].columns[3].seed.value: a text value of 3,000 characters (limit 2,000)"),
+     "tables[<regions>].columns[<regions.climate>].seed.value: a text value of 3,000 characters (limit 2,000)"),
     ("undeclared e-mail format",
      lambda raw: tool_of(raw, "find_subscriber_by_email")["parameters"]["properties"]["email"].pop("format"),
-     "tools[5].parameters.properties.email: an email parameter must declare format: email"),
+     "tools[<find_subscriber_by_email>].parameters.properties.email: an email parameter must declare format: email"),
     ("undeclared datetime format",
      lambda raw: tool_of(raw, "issue_alert")["parameters"]["properties"]["ends_at"].pop("format"),
-     "tools[10].parameters.properties.ends_at: a date-time parameter must declare format: date-time"),
+     "tools[<issue_alert>].parameters.properties.ends_at: a date-time parameter must declare format: date-time"),
     ("impossible clock", lambda raw: raw.__setitem__("now", "2025-02-30T09:00:00"),
      "now: '2025-02-30T09:00:00' is not a real datetime"),
     ("clock with a trailing newline", lambda raw: raw.__setitem__("now", "2025-06-15T09:00:00\n"),
      "now: '2025-06-15T09:00:00\\n' is not an ISO datetime"),
     ("unknown format",
      lambda raw: tool_of(raw, "get_alert")["parameters"]["properties"]["alert_id"].__setitem__("format", "uuid"),
-     "tools[7].parameters.properties.alert_id.format: unknown format 'uuid'"),
+     "tools[<get_alert>].parameters.properties.alert_id.format: unknown format 'uuid'"),
 ]
 
 
@@ -128,59 +128,59 @@ def test_a_hostile_spec_is_refused_at_load(case: str, mutate: Mutation, expected
     raw = weather_raw()
     mutate(raw)
     line = spec_error(raw)
-    assert line.startswith("weather.yaml: ") and expected in line, line
+    assert line.startswith("weather.yaml: ") and located(expected) in line, line
 
 
 # (case, mutation, expected fragment); refused when the engine seeds the spec (domains.check does this)
 SEED_TIME: list[tuple[str, Mutation, str]] = [
     ("formula text into an integer column",
      _seed("stations", "elevation_m", {"kind": "formula", "expr": "'high'"}),
-     "tables[1].columns[3] (elevation_m): row 0: 'high' is not an integer"),
+     "tables[<stations>].columns[<stations.elevation_m>] (elevation_m): row 0: 'high' is not an integer"),
     ("formula divides by zero",
      _seed("stations", "elevation_m", {"kind": "formula", "expr": "randint(1, 5) // 0"}),
-     "tables[1].columns[3] (elevation_m): seeding failed: ZeroDivisionError"),
+     "tables[<stations>].columns[<stations.elevation_m>] (elevation_m): seeding failed: ZeroDivisionError"),
     ("formula of 10 MB per row",
      _seed("stations", "name", {"kind": "formula", "expr": "'x' * 10000000"}),
-     "tables[1].columns[1] (name): seeding failed: ValueError: the formula builds a value of 10,000,000 items"),
+     "tables[<stations>].columns[<stations.name>] (name): seeding failed: ValueError: the formula builds a value of 10,000,000 items"),
     ("formula of 1 TB per row",
      _seed("stations", "name", {"kind": "formula", "expr": "'x' * 1000000 * 1000000"}),
-     "tables[1].columns[1] (name): seeding failed: ValueError: the formula builds a value of"),
+     "tables[<stations>].columns[<stations.name>] (name): seeding failed: ValueError: the formula builds a value of"),
     ("formula over the text limit",
      _seed("stations", "name", {"kind": "formula", "expr": "'ab' * 1500"}),
-     "tables[1].columns[1] (name): row 0: a text value of 3,000 characters (limit 2,000)"),
+     "tables[<stations>].columns[<stations.name>] (name): row 0: a text value of 3,000 characters (limit 2,000)"),
     ("formula overflows a datetime",
      _seed("alerts", "ends_at", {"kind": "formula", "expr": "datetime_add(starts_at, 99999999999999)"}),
-     "tables[4].columns[5] (ends_at): seeding failed: OverflowError"),
+     "tables[<alerts>].columns[<alerts.ends_at>] (ends_at): seeding failed: OverflowError"),
     ("formula parses bad text",
      _seed("stations", "elevation_m", {"kind": "formula", "expr": "int('abc')"}),
-     "tables[1].columns[3] (elevation_m): seeding failed: ValueError"),
+     "tables[<stations>].columns[<stations.elevation_m>] (elevation_m): seeding failed: ValueError"),
     ("formula adds text and a number",
      _seed("alerts", "ends_at", {"kind": "formula", "expr": "starts_at + 1"}),
-     "tables[4].columns[5] (ends_at): seeding failed: TypeError"),
+     "tables[<alerts>].columns[<alerts.ends_at>] (ends_at): seeding failed: TypeError"),
     ("formula makes a number in a text column",
      _seed("stations", "name", {"kind": "formula", "expr": "randint(1, 5)"}),
-     "tables[1].columns[1] (name): row 0: "),
+     "tables[<stations>].columns[<stations.name>] (name): row 0: "),
     ("formula makes an impossible datetime",
      _seed("alerts", "ends_at", {"kind": "formula", "expr": "'2025-13-01T00:00:00'"}),
-     "tables[4].columns[5] (ends_at): row 0: '2025-13-01T00:00:00' is not a real datetime"),
+     "tables[<alerts>].columns[<alerts.ends_at>] (ends_at): row 0: '2025-13-01T00:00:00' is not a real datetime"),
     ("formula makes NaN",
      _seed("observations", "temperature_c", {"kind": "formula", "expr": "float('nan')"}),
-     "tables[2].columns[3] (temperature_c): row 0: nan is not a finite number"),
+     "tables[<observations>].columns[<observations.temperature_c>] (temperature_c): row 0: nan is not a finite number"),
     ("formula makes null in a required column",
      _seed("stations", "status", {"kind": "formula", "expr": "None"}),
-     "tables[1].columns[4] (status): row 0: no value (null) in a column that is not nullable"),
+     "tables[<stations>].columns[<stations.status>] (status): row 0: no value (null) in a column that is not nullable"),
     ("date recipe with an impossible start",
      _seed("stations", "installed_on", {"kind": "date", "start": "2025-02-30", "end": "2025-03-30"}),
-     "tables[1].columns[5] (installed_on): seeding failed: ValueError: day is out of range for month"),
+     "tables[<stations>].columns[<stations.installed_on>] (installed_on): seeding failed: ValueError: day is out of range for month"),
     ("choice weights that are all zero",
      _seed("regions", "climate", {"kind": "choice", "values": ["oceanic", "alpine"], "weights": [0, 0]}),
-     "tables[0].columns[3] (climate): seeding failed: ValueError"),
+     "tables[<regions>].columns[<regions.climate>] (climate): seeding failed: ValueError"),
     ("unique column with too few values",
      _seed("regions", "name", {"kind": "formula", "expr": "choice('North', 'South')"}, unique=True),
-     "tables[0].columns[1] (name): row 2: the value "),
+     "tables[<regions>].columns[<regions.name>] (name): row 2: the value "),
     ("formula value outside the enum",
      _seed("regions", "climate", {"kind": "formula", "expr": "'volcanic'"}),
-     "tables[0].columns[3] (climate): row 0: 'volcanic' is not one of the column's enum values"),
+     "tables[<regions>].columns[<regions.climate>] (climate): row 0: 'volcanic' is not one of the column's enum values"),
 ]
 
 
@@ -190,7 +190,7 @@ def test_a_seeding_failure_is_a_spec_error_with_its_column(case: str, mutate: Mu
     mutate(raw)
     start = time.perf_counter()
     line = spec_error(raw, build_engine=True)
-    assert line.startswith("weather.yaml: ") and expected in line, line
+    assert line.startswith("weather.yaml: ") and located(expected) in line, line
     assert time.perf_counter() - start < 5
 
 
@@ -330,7 +330,8 @@ def test_domains_check_reports_a_seeding_error_with_its_column(tmp_path: Path,
     path = _write(tmp_path, yaml.safe_dump(raw, sort_keys=False))
     assert check.main([str(path)]) == 1
     out = capsys.readouterr().out
-    assert "weather.yaml: tables[1].columns[3] (elevation_m): seeding failed: ZeroDivisionError" in out, out
+    expected = located("weather.yaml: tables[<stations>].columns[<stations.elevation_m>] (elevation_m): seeding failed")
+    assert expected + ": ZeroDivisionError" in out, out
     assert "Traceback" not in out
 
 
