@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import random
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from domains.engine import ToolCall
-from domains.registry import DOMAIN_NAMES, get_engine, get_spec
+from domains.registry import DOMAIN_NAMES, get_engine, get_spec, spec_path
 from synthesis.generate import ShardConfig, generate_shard
 from synthesis.realism_audit import aggregate, identify_tools, staff_only_tools
 from synthesis.realistic_tasks import add_goal, base_candidate
@@ -143,7 +145,17 @@ def test_a_second_goal_never_undoes_what_the_task_created() -> None:
     assert grown >= 20
 
 
-def test_unconverted_domains_keep_the_old_sampler() -> None:
-    recs = generate_shard(ShardConfig("finance", 0, 0, base_candidates=8, evolution_rounds=1))["records"]
+def test_unconverted_domains_keep_the_old_sampler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every shipped domain is converted: a user's own spec without the realism sections stands in for one
+    raw = yaml.safe_load(spec_path("finance").read_text(encoding="utf-8"))
+    for section in ("users", "intents", "invariants"):
+        raw.pop(section, None)
+    raw["domain"] = "plainfinance"
+    for tool in raw["tools"]:
+        tool["preconditions"] = [p for p in tool.get("preconditions", []) if p.get("enforced_by") != "policy"]
+    (tmp_path / "plainfinance").mkdir()
+    (tmp_path / "plainfinance" / "plainfinance.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    monkeypatch.setenv("TOOLSCALE_DOMAINS_DIR", str(tmp_path))
+    recs = generate_shard(ShardConfig("plainfinance", 0, 0, base_candidates=8, evolution_rounds=1))["records"]
     assert recs and all(r["tau2"]["user_scenario"]["persona"] is None for r in recs)
     assert any(r["accepted"] and r["realism"] and not r["realism"]["converted"] for r in recs)
