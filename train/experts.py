@@ -101,7 +101,9 @@ class ExpertTool(Tool):
             return {"price": "unknown"}
         out: dict[str, Any] = {"usd_per_1m_input_tokens": self.price.input_usd_per_1m,
                                "usd_per_1m_output_tokens": self.price.output_usd_per_1m}
-        latency = next((lat.seconds for lat in self.price.latencies), None)
+        # the schedule's figure for the model in its expert role, else any role's
+        latency = next((lat.seconds for lat in sorted(self.price.latencies, key=lambda x: not x.alias.startswith(
+            ("expert", "any")))), None)
         if latency is not None:
             out["typical_latency_s"] = latency
         return out
