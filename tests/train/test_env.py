@@ -18,7 +18,7 @@ from train.policies import EmptyPolicy, OraclePolicy, ScriptedPolicy, tool_call_
 from train.randomise import draw_instance
 from train.tasks import TrainingSet, TrainingTask, load_training_set
 from train.tools import ToolCatalog
-from train.user_sim import STOP, ScriptedUser
+from train.user_sim import STOP, ScriptedUser, make_user
 
 SCHEDULES = synthetic_schedules(seed=0)
 
@@ -54,7 +54,7 @@ def test_the_oracle_scores_one_on_200_tasks_across_all_domains_and_the_empty_age
     assert all(r.ended_by == "user_stop" and r.cost_usd == 0 for r in empty)
 
 
-def _garbage(rng: random.Random, tool: str, no_args_tool: str | None) -> Any:
+def _garbage(rng: random.Random, tool: str) -> Any:
     """A turn that no reading can use: broken tags or JSON, an unknown tool, bad arguments, or not text at all."""
     noise = "".join(rng.choice(string.printable + "ünï\x00{}[]\"") for _ in range(rng.randrange(0, 120)))
     kind = rng.randrange(9)
@@ -84,7 +84,7 @@ def test_1000_garbage_outputs_raise_nothing_and_each_is_counted(data: TrainingSe
     total, reasons = 0, Counter[str]()
     for task in tasks:
         tool = next(t for t in get_spec(task.domain).tools if t.parameters.get("required"))
-        outputs = [_garbage(rng, tool.name, None) for _ in range(20)]
+        outputs = [_garbage(rng, tool.name) for _ in range(20)]
         result = env.run(task, ScriptedPolicy(outputs), ScriptedUser(task))
         assert result.ended_by == "turn_limit" and result.turns == 20 and not result.solved
         assert result.format_errors == 20 and sum(u.calls for u in result.usage.values()) == 0
@@ -158,3 +158,22 @@ def test_the_system_prompt_holds_policy_tools_prices_and_the_preference(data: Tr
     assert all({"name", "description", "parameters", "usd_per_call", "typical_latency_s"} <= set(t) for t in tools)
     bare = system_prompt("P", ToolCatalog(), None, None)
     assert "# Tools\n[]" in bare and "preference" not in bare
+
+
+def test_evaluation_mode_prices_episodes_with_the_held_out_schedule_only(data: TrainingSet) -> None:
+    env = Environment(EnvConfig(mode="eval", run_seed=9), SCHEDULES)
+    results = [env.run(t, OraclePolicy(t), ScriptedUser(t)) for t in per_domain(data, 1)]
+    assert {(r.mode, r.schedule) for r in results} == {("eval", "synthetic-heldout-deepinfra")}
+    assert all(r.solved for r in results)
+    with pytest.raises(ValueError, match="mode"):
+        draw_instance("t", ["a"], set(), SCHEDULES, mode="test")
+
+
+def test_the_role_comes_from_the_persona_and_user_modes_are_checked() -> None:
+    task = TrainingTask("t", "weather", 0, "hi", (), user_scenario={"persona": "Ann Lee, a staff: brisk"})
+    assert task.role == "staff" and TrainingTask("u", "weather", 0, "hi", ()).role is None
+    assert isinstance(make_user("scripted", task), ScriptedUser)
+    with pytest.raises(ValueError, match="needs an LLM client"):
+        make_user("llm", task)
+    with pytest.raises(ValueError, match="unknown user mode 'human'"):
+        make_user("human", task)
