@@ -17,6 +17,7 @@ from typing import Any
 from inference.client import LLMClient
 from inference.cost import LOCAL_PRICE
 from inference.endpoints import Endpoint
+from inference.records import CallRecord
 from inference.pricing import ModelPrice, PricingError, PricingSchedule
 from train.tools.base import Tool, ToolResult, error_result
 
@@ -63,6 +64,17 @@ class ExpertPool:
 
     def tools(self, schedule: PricingSchedule | None) -> list[ExpertTool]:
         return [ExpertTool(self, i, schedule) for i in range(len(self.specs))]
+
+    def records(self) -> list[CallRecord]:
+        """Every call the experts made so far (tokens, cost, latency, errors), for the warehouse's llm_calls."""
+        with self._lock:
+            return [r for client in self._clients.values() for r in client.records]
+
+    def flush_records(self, warehouse: str | Path) -> int:
+        """Write the experts' call records to the warehouse and forget them."""
+        with self._lock:
+            clients = list(self._clients.values())
+        return sum(client.flush_records(warehouse) for client in clients)
 
     def close(self) -> None:
         with self._lock:

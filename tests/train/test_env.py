@@ -177,3 +177,24 @@ def test_the_role_comes_from_the_persona_and_user_modes_are_checked() -> None:
         make_user("llm", task)
     with pytest.raises(ValueError, match="unknown user mode 'human'"):
         make_user("human", task)
+
+
+def test_local_search_and_the_code_interpreter_run_inside_the_loop(data: TrainingSet) -> None:
+    import os
+
+    task = next(t for t in data.tasks if t.domain == "railway")
+    search = tool_call_text("local_search", {"query": "refund policy", "k": 2})
+    code = tool_call_text("code_interpreter", {"code": "print(6 * 7)"})
+    turns = [search, code] + [tool_call_text(c.name, c.arguments) for c in task.gold_calls]
+    turns.append("All done. " + " ".join(task.communicate_info))
+    env = Environment(EnvConfig(local_search=True, code_interpreter=True), SCHEDULES)
+    result = env.run(task, ScriptedPolicy(turns), ScriptedUser(task))
+    assert {"local_search", "code_interpreter"} <= set(result.tools)  # listed after the domain tools, gold kept
+    hits = json.loads(result.messages[3]["content"].split("\n")[1])[0]["result"]["results"]
+    assert len(hits) == 2 and all(h["id"] for h in hits)
+    ran = json.loads(result.messages[5]["content"].split("\n")[1])[0]["result"]
+    if os.geteuid() == 0:  # the sandbox needs root (or user namespaces); elsewhere it is an error result
+        assert ran == 42
+    assert result.usage["local_search"].calls == 1 and result.usage["code_interpreter"].calls == 1
+    assert result.usage["local_search"].cost_usd == 0 and result.usage["local_search"].latency_s > 0
+    assert result.solved and result.format_errors == 0  # extra reads of no state do not break the outcome

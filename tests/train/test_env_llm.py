@@ -49,7 +49,7 @@ def test_an_expert_answers_through_the_client_priced_from_the_instance_schedule(
     with experts:
         env = Environment(EnvConfig(subset_tools=False, run_seed=1), SCHEDULES, experts)
         result = env.run(task, ScriptedPolicy([ask, dead, "Done."]), ScriptedUser(task))
-        records = [r for client in experts._clients.values() for r in client.records]
+        records = experts.records()
     prompt = result.messages[0]["content"]
     assert "SmolLM2" not in prompt and "Qwen" not in prompt  # model names stay hidden behind the aliases
     tools = {t["name"]: t for t in json.loads(prompt.split("# Tools\n", 1)[1].split("\n\n", 1)[0])}
