@@ -257,7 +257,10 @@ class _Loop:
         self.observe({"format_error": reason})
 
     def argument_problem(self, name: str, arguments: dict[str, Any]) -> str | None:
-        return self.catalog[name].argument_problem(arguments)
+        try:
+            return self.catalog[name].argument_problem(arguments)
+        except Exception as exc:  # a validator choking on odd input still means unusable arguments
+            return f"arguments could not be checked ({type(exc).__name__})"
 
     def execute(self, call: ToolCall) -> dict[str, Any]:
         tool = self.catalog[call.name]
