@@ -13,7 +13,7 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -79,8 +79,9 @@ def instance_tools(catalog: Sequence[CatalogTool], task: TrainingTask, max_tools
     return sorted(keep, key=lambda t: t.name)
 
 
-def parse_turn(text: str, tools: dict[str, CatalogTool], check_arguments: Any = None) -> ParsedTurn:
-    """Read one model turn strictly. ``check_arguments(name, args)`` returns a schema problem or None."""
+def parse_turn(text: str, tools: Collection[str], check_arguments: Any = None) -> ParsedTurn:
+    """Read one model turn strictly. ``tools``: the names on offer (a dict by name will do);
+    ``check_arguments(name, args)`` returns a schema problem or None."""
     text = THINK.sub("", text).strip()
     if not text:
         return ParsedTurn(error="empty turn: call a tool or answer the user")

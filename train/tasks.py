@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,20 @@ class TrainingTask:
     gold_calls: tuple[ToolCall, ...]
     communicate_info: tuple[str, ...] = ()
     preference: dict[str, Any] | None = None  # None: the accuracy-first default
+    user_scenario: dict[str, Any] | None = None  # tau2's user_scenario: persona and instructions (known_info, ...)
+
+    @property
+    def role(self) -> str | None:
+        """The user's role when the persona names one ("Ann Lee, a customer: brisk" -> "customer")."""
+        persona = (self.user_scenario or {}).get("persona") or ""
+        match = re.match(r"[^,]*, an? ([A-Za-z_]+):", persona) if isinstance(persona, str) else None
+        return match.group(1) if match else None
+
+    @property
+    def known_facts(self) -> tuple[str, ...]:
+        """What the user knows, one fact per item ("station id: WS0001")."""
+        known = ((self.user_scenario or {}).get("instructions") or {}).get("known_info") or ""
+        return tuple(k.strip() for k in str(known).split("; ") if k.strip())
 
     def verifiable(self) -> VerifiableTask:
         return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info)
@@ -68,7 +83,7 @@ def load_training_set(warehouse: str | Path, snapshot: str = "latest", domains: 
         if domains:
             where += f" AND domain IN ({', '.join('?' for _ in domains)})"
             params += list(domains)
-        rows = con.execute(f"SELECT task_id, domain, seed, instruction, communicate_info_json FROM tasks "
+        rows = con.execute(f"SELECT task_id, domain, seed, instruction, communicate_info_json, tau2_json FROM tasks "
                            f"WHERE {where} ORDER BY task_id" + (" LIMIT ?" if limit else ""),
                            params + ([limit] if limit else [])).fetchall()
         gold: dict[str, list[ToolCall]] = {}
@@ -76,8 +91,9 @@ def load_training_set(warehouse: str | Path, snapshot: str = "latest", domains: 
                 "SELECT task_id, name, arguments_json FROM gold_calls WHERE snapshot_id = ? ORDER BY task_id, position",
                 [snapshot_id]).fetchall():
             gold.setdefault(task_id, []).append(ToolCall(name, json.loads(args)))
-        tasks = [TrainingTask(tid, dom, int(seed), instr, tuple(gold.get(tid, ())), tuple(json.loads(info or "[]")))
-                 for tid, dom, seed, instr, info in rows]
+        tasks = [TrainingTask(tid, dom, int(seed), instr, tuple(gold.get(tid, ())), tuple(json.loads(info or "[]")),
+                              user_scenario=json.loads(tau2 or "{}").get("user_scenario"))
+                 for tid, dom, seed, instr, info, tau2 in rows]
         used = sorted({t.domain for t in tasks})
         tools: dict[str, list[CatalogTool]] = {d: [] for d in used}
         for dom, name, kind, desc, params_json in con.execute(

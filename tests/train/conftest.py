@@ -35,3 +35,16 @@ def tokenizer(smollm2_path: str) -> Any:
     from train.model import load_tokenizer
 
     return load_tokenizer(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def all_domains_warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A small published snapshot of every domain (20 tasks asked per domain; about 30 s on the dev box)."""
+    from domains.registry import DOMAIN_NAMES
+
+    tmp = tmp_path_factory.mktemp("env-snapshot")
+    cfg = RegenerateConfig(domains=list(DOMAIN_NAMES), tasks_per_domain=20, workers=1, base_per_shard=8,
+                           warehouse=str(tmp / "wh.duckdb"), work_dir=str(tmp / "work"))
+    result, _ = regenerate(cfg, progress=lambda m: None)
+    assert result.status == "published"
+    return cfg.warehouse

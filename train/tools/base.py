@@ -67,6 +67,11 @@ class Tool(ABC):
             return result
         return ToolResult(result.observation, result.cost_usd, time.perf_counter() - start, result.error)
 
+    def argument_problem(self, arguments: dict[str, Any]) -> str | None:
+        """What is wrong with ``arguments`` against the schema (one line), or None; the episode counts it as a
+        format error before calling."""
+        return self._argument_problem(arguments)
+
     def _argument_problem(self, arguments: dict[str, Any]) -> str | None:
         validator = getattr(self, "_validator", None)
         if validator is None:

@@ -23,6 +23,9 @@ class DomainTool(Tool):
         self.parameters = spec_tool.parameters
         self.kind = spec_tool.kind  # "read" | "write"
 
+    def argument_problem(self, arguments: dict[str, Any]) -> str | None:
+        return self.db.engine.argument_problem(self.name, arguments)
+
     def invoke(self, arguments: dict[str, Any]) -> ToolResult:
         result = self.db.call(self.name, arguments)
         return ToolResult(result.to_json(), 0.0, 0.0, None if result.ok else (result.error or "call failed"))

@@ -1,0 +1,119 @@
+"""The simulated user of an episode, in two modes: ``scripted`` (deterministic, from the task's known facts) and
+``llm`` (any endpoint, prompted with the task's user scenario as tau2's user simulator is).
+
+The user opens with the task's request, answers what the agent says, and ends the episode by writing ``STOP``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from inference.client import LLMClient
+from train.tasks import TrainingTask
+
+STOP = "###STOP###"
+_WORD = re.compile(r"[a-z0-9]+")
+_IGNORED = frozenset({"the", "your", "you", "what", "which", "please", "can", "could", "and", "for", "that", "this",
+                      "give", "tell", "need", "with", "have", "are", "is", "of", "me", "do", "to", "a", "an", "id"})
+
+
+class UserSimulator(Protocol):
+    def opening(self) -> str: ...
+    def reply(self, agent_message: str) -> str: ...
+
+
+def is_stop(text: str) -> bool:
+    return STOP in text
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _IGNORED and len(w) > 1}
+
+
+@dataclass
+class ScriptedUser:
+    """Deterministic user: opens with the request; a question is answered with the known facts whose words it
+    mentions (all facts not yet given when it mentions none); anything else ends the conversation."""
+
+    task: TrainingTask
+    given: set[str] = field(default_factory=set)
+
+    def opening(self) -> str:
+        return opening_message(self.task)
+
+    def reply(self, agent_message: str) -> str:
+        if "?" not in agent_message:
+            return f"Thank you, that is all. {STOP}"
+        facts = self.task.known_facts
+        asked = _words(agent_message)
+        matching = [f for f in facts if _words(f.partition(":")[0] or f) & asked]
+        answer = matching or [f for f in facts if f not in self.given]
+        if not answer:  # nothing left to tell: the user has no more to offer and leaves
+            return f"I have told you everything I know. {STOP}"
+        self.given.update(answer)
+        return "; ".join(answer) + "."
+
+
+def opening_message(task: TrainingTask) -> str:
+    """The user's first message: the request as the person words it (the scenario's reason for the call)."""
+    ins = (task.user_scenario or {}).get("instructions") or {}
+    return str(ins.get("reason_for_call") or task.instruction)
+
+
+def scenario_prompt(task: TrainingTask) -> str:
+    """The user simulator's system prompt: the tau2 user scenario as instructions to role-play."""
+    scenario = task.user_scenario or {}
+    ins = scenario.get("instructions") or {}
+    persona = scenario.get("persona")
+    lines = ["You are playing a user who contacts a customer-service agent. Stay in role: write only what this "
+             "user would write, one short message at a time, and never act as the agent.",
+             f"Persona: {persona}" if persona else "",
+             f"Why you are writing: {ins.get('reason_for_call') or task.instruction}",
+             f"What you know: {ins.get('known_info')}" if ins.get("known_info") else "",
+             str(ins.get("unknown_info") or ""),
+             f"How to behave: {ins.get('task_instructions')}" if ins.get("task_instructions") else "",
+             f"When the agent has done everything you asked, or cannot help further, write {STOP} on its own line "
+             "to end the conversation."]
+    return "\n".join(line for line in lines if line)
+
+
+@dataclass
+class LLMUser:
+    """A user played by a model through the LLM client; a failed call ends the conversation (recorded in
+    ``errors``) rather than the episode raising."""
+
+    task: TrainingTask
+    client: LLMClient
+    params: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.0, "max_tokens": 200})
+    history: list[dict[str, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def opening(self) -> str:
+        text = opening_message(self.task)
+        self.history.append({"role": "assistant", "content": text})
+        return text
+
+    def reply(self, agent_message: str) -> str:
+        # roles are mirrored: the agent speaks as "user" to the model that plays the user
+        self.history.append({"role": "user", "content": agent_message})
+        messages = [{"role": "system", "content": scenario_prompt(self.task)}, *self.history]
+        reply = self.client.chat(messages, stage="user-simulator", task_id=self.task.task_id, **self.params)
+        if not reply.ok:
+            self.errors.append(f"{reply.error_kind}: {reply.error_detail}")
+            return STOP
+        text = (reply.text or "").strip() or STOP
+        self.history.append({"role": "assistant", "content": text})
+        return text
+
+
+def make_user(mode: str, task: TrainingTask, client: LLMClient | None = None) -> UserSimulator:
+    """``scripted`` or ``llm`` (needs ``client``); an unknown mode is a ValueError naming the known ones."""
+    if mode == "scripted":
+        return ScriptedUser(task)
+    if mode == "llm":
+        if client is None:
+            raise ValueError("user mode 'llm' needs an LLM client for the user's endpoint")
+        return LLMUser(task, client)
+    raise ValueError(f"unknown user mode {mode!r}; use 'scripted' or 'llm'")
