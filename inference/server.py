@@ -43,7 +43,9 @@ def server_command(endpoint: Endpoint, port: int | None = None, python: str = sy
                             f"on 127.0.0.1")
     if endpoint.server == "llama_cpp":
         argv = [python, "-m", "llama_cpp.server", "--model", str(endpoint.gguf_path()),
-                "--model_alias", endpoint.model, "--host", "127.0.0.1", "--port", str(served.port)]
+                "--model_alias", endpoint.model, "--host", "127.0.0.1", "--port", str(served.port),
+                # SmolLM2 was trained on 8k tokens; llama.cpp's default 2k window cannot hold a policy plus tools
+                "--n_ctx", "8192"]
     elif endpoint.server == "vllm":
         argv = ["vllm", "serve", endpoint.model, "--host", "127.0.0.1", "--port", str(served.port),
                 "--served-model-name", endpoint.model]

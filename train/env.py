@@ -156,7 +156,8 @@ class Environment:
                 pool.append(CodeInterpreterTool())
             if self.experts:
                 pool += self.experts.tools(draw.schedule)
-            catalog = ToolCatalog(t for t in pool if t.name in draw.tool_names)
+            # the draw thins the domain tools; search, code and experts stay whenever they are configured
+            catalog = ToolCatalog(t for t in pool if t.name in draw.tool_names or not isinstance(t, DomainTool))
             prices = listed_prices(catalog) if self.config.show_prices else None
             prompt = system_prompt(spec.policy, catalog, prices, self.config.preference_instruction)
             return _Loop(self, task, catalog, draw, policy, user, prompt).run()

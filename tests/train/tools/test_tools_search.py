@@ -30,7 +30,7 @@ def cited(domain: str, query: str, k: int = 3) -> list[str]:
      "10% administration fee"),
     ("railway", "My train arrived 40 minutes late, what compensation can I claim?", "Delay compensation is paid"),
     ("railway", "Which ages can buy a youth railcard?", "youth railcard is for ages 16 to 25"),
-    ("weather", "How many alert subscriptions can a free plan user follow?", "Free-plan subscribers"),
+    ("weather", "How many alert subscriptions can a free plan user follow?", "Free-plan subscribers may follow at most two active alert subscriptions, all"),
     ("weather", "Can I record an observation for a station that is not active?", "only be recorded for active"),
 ])
 def test_policy_questions_cite_the_rule(domain: str, query: str, phrase: str):
