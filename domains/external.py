@@ -180,41 +180,42 @@ def field_value(record: Record, recipe: dict[str, Any]) -> Any:
 def to_records(spec: DomainSpec, rows_of: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Rebuild the external nested shape from table rows (the inverse of the ``from:``/``field`` mapping).
 
-    Root tables become ``{records-path: {key: record}}``; a child table is put back into its parent's record at
-    ``each``, as a dict when one of its columns is ``@key``, else as a list in key order. Columns that only link
-    (``@parent...``, ``@ordinal``, ``@index``) are left out; a ``@value`` column makes a list of scalars."""
+    A table whose primary key is a position (``@ordinal`` or ``@index``) becomes a list in key order; any other
+    becomes a dict keyed by its primary key. Root tables go to ``records``; a child table goes back into its
+    parent's record at ``each`` (every parent gets the collection, empty when it has no rows). Columns that only
+    link (``@parent...``, ``@ordinal``, ``@index``, ``@key``) are left out; a ``@value`` column makes a list of
+    scalars."""
     out: dict[str, Any] = {}
     roots: dict[str, dict[Any, dict[str, Any]]] = {}
     sourced = [t for t in spec.tables if t.source is not None]
-    for table in sorted(sourced, key=lambda t: t.source.each is not None):  # roots first
+    for table in sorted(sourced, key=lambda t: t.source is not None and t.source.each is not None):  # roots first
         src = table.source
         assert src is not None
         fields = [(c, c.seed) for c in table.columns if c.seed["kind"] == "field"]
-        key_col = next((c.name for c, r in fields if r["path"] == "@key"), None)
+        pk_path = next((r["path"] for c, r in fields if c.name == table.primary_key), "")
+        as_list = pk_path in ("@ordinal", "@index")
         value_col = next((c.name for c, r in fields if r["path"] == "@value"), None)
         parent_col = next((c.name for c, r in fields if r["path"] == "@parent.@key"), None)
+        if src.each is not None:
+            for parent in roots.get(src.records, {}).values():
+                _put(parent, src.each, [] if as_list else {})
         for row in sorted(rows_of.get(table.name, []), key=lambda r: _sort_key(r[table.primary_key])):
-            record: Any = {} if value_col is None else _decode(table, value_col, row[value_col])
-            if value_col is None:
+            if value_col is not None:
+                record: Any = _decode(table, value_col, row[value_col])
+            else:
+                record = {}
                 for col, recipe in fields:
-                    if recipe["path"].startswith("@"):
-                        continue
-                    _put(record, recipe["path"], _decode(table, col.name, row[col.name], recipe))
+                    if not recipe["path"].startswith("@"):
+                        _put(record, recipe["path"], _decode(table, col.name, row[col.name], recipe))
             if src.each is None:
-                if key_col is not None:
-                    record_key = row[key_col]
-                    _put(record, "", None)
-                    roots.setdefault(src.records, {})[record_key] = record
+                roots.setdefault(src.records, {})[row[table.primary_key]] = record
                 continue
             parent = roots.get(src.records, {}).get(row[parent_col]) if parent_col else None
             if parent is None:
                 continue
             holder = _walk(parent, src.each)
-            if holder is None:
-                holder = {} if key_col is not None else []
-                _put(parent, src.each, holder)
             if isinstance(holder, dict):
-                holder[row[key_col]] = record
+                holder[row[table.primary_key]] = record
             else:
                 holder.append(record)
     for path, by_key in roots.items():

@@ -113,6 +113,7 @@ class DomainSpec:
     spec_hash: str
     default: bool = True  # part of a plain ``toolscale regenerate``; false for imported (external) domains
     sources: dict[str, Source] = field(default_factory=dict)
+    imported_tasks: str | None = None  # a source holding tasks in tau2's Task format (see interop/tau2_tasks.py)
 
     @property
     def external(self) -> bool:
@@ -248,7 +249,8 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
                       utterances={k: tuple(v) for k, v in raw["utterances"].items()}, path=label,
                       spec_hash=spec_hash, default=raw.get("default", True),
                       sources={name: Source(name, s.get("package"), s.get("resource"), s.get("path"),
-                                            s.get("hint", "")) for name, s in raw.get("sources", {}).items()})
+                                            s.get("hint", "")) for name, s in raw.get("sources", {}).items()},
+                      imported_tasks=raw.get("imported_tasks", {}).get("source"))
 
 
 def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
@@ -293,6 +295,8 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
         problems.append(exc.problems[0].split(": ", 1)[1])
     except sqlite3.Error as exc:
         problems.append(f"tables: the tables do not compile to SQL: {exc}")
+    if spec.imported_tasks is not None and spec.imported_tasks not in spec.sources:
+        problems.append(f"imported_tasks.source: unknown source {spec.imported_tasks!r}; declare it under sources:")
     tool_names = [t.name for t in spec.tools]
     for dup in sorted({n for n in tool_names if tool_names.count(n) > 1}):
         problems.append(f"tools: duplicate tool name {dup!r}")
