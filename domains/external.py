@@ -177,14 +177,21 @@ def field_value(record: Record, recipe: dict[str, Any]) -> Any:
     return value
 
 
-def to_records(spec: DomainSpec, rows_of: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def parent_column(table: Table) -> str | None:
+    """The column of a child table that holds its parent record's key (``@parent.@key``), or None."""
+    return next((c.name for c in table.columns if c.seed["kind"] == "field" and c.seed["path"] == "@parent.@key"),
+                None)
+
+
+def to_records(spec: DomainSpec, rows_of: dict[str, list[dict[str, Any]]],
+               keep: dict[str, set[Any]] | None = None) -> dict[str, Any]:
     """Rebuild the external nested shape from table rows (the inverse of the ``from:``/``field`` mapping).
 
     A table whose primary key is a position (``@ordinal`` or ``@index``) becomes a list in key order; any other
     becomes a dict keyed by its primary key. Root tables go to ``records``; a child table goes back into its
     parent's record at ``each`` (every parent gets the collection, empty when it has no rows). Columns that only
     link (``@parent...``, ``@ordinal``, ``@index``, ``@key``) are left out; a ``@value`` column makes a list of
-    scalars."""
+    scalars. ``keep`` (records path -> keys) rebuilds only those root records and their children."""
     out: dict[str, Any] = {}
     roots: dict[str, dict[Any, dict[str, Any]]] = {}
     sourced = [t for t in spec.tables if t.source is not None]
@@ -199,7 +206,11 @@ def to_records(spec: DomainSpec, rows_of: dict[str, list[dict[str, Any]]]) -> di
         if src.each is not None:
             for parent in roots.get(src.records, {}).values():
                 _put(parent, src.each, [] if as_list else {})
-        for row in sorted(rows_of.get(table.name, []), key=lambda r: _sort_key(r[table.primary_key])):
+        rows = rows_of.get(table.name, [])
+        if keep is not None:
+            wanted = keep.get(src.records, set())
+            rows = [r for r in rows if (r[table.primary_key] if src.each is None else r[parent_col]) in wanted]
+        for row in sorted(rows, key=lambda r: _sort_key(r[table.primary_key])):
             if value_col is not None:
                 record: Any = _decode(table, value_col, row[value_col])
             else:

@@ -89,13 +89,13 @@ def altered_calls(engine: DomainEngine, task: ImportedTask) -> tuple[tuple[ToolC
     return calls, f"call {index} ({call.name}): no argument has another valid value"
 
 
-def compare_task(engine: DomainEngine, worker: Tau2Worker, task: ImportedTask, ours_initial: dict[str, object],
-                 tau2_initial: dict[str, object], verdicts: bool = True) -> TaskAgreement:
+def compare_task(engine: DomainEngine, worker: Tau2Worker, task: ImportedTask, tau2_initial: dict[str, object],
+                 verdicts: bool = True) -> TaskAgreement:
     gold = task.task.gold_calls
     answer = worker.request(op="replay", domain=task.domain, calls=calls_json(gold))
     run = replay(engine, gold)
     try:
-        diffs = state_differences(our_records(run.db), ours_initial, tau2_initial, answer["changed"])  # type: ignore[arg-type]
+        diffs = state_differences(run.db, run.writes, tau2_initial, answer["changed"])  # type: ignore[arg-type]
         ours_err = [f"call {i} ({c.name}): {r.error}" for i, (c, r) in enumerate(zip(gold, run.results)) if not r.ok]
     finally:
         run.close()
@@ -127,7 +127,7 @@ def measure(domain: str, worker: Tau2Worker, limit: int | None = None, verdicts:
     with engine.fresh() as db:
         ours_initial = our_records(db)
     initial = initial_differences(ours_initial, tau2_initial)
-    return AgreementReport(domain, initial, [compare_task(engine, worker, t, ours_initial, tau2_initial, verdicts)
+    return AgreementReport(domain, initial, [compare_task(engine, worker, t, tau2_initial, verdicts)
                                              for t in tasks])
 
 

@@ -113,23 +113,46 @@ def normalise(value: Any) -> Any:
     return value
 
 
-def our_records(db: Database) -> dict[str, Any]:
-    """Our database in the external source's nested shape (``domains.external.to_records``)."""
+def our_records(db: Database, keep: dict[str, set[Any]] | None = None) -> dict[str, Any]:
+    """Our database in the external source's nested shape (``domains.external.to_records``), all of it or only
+    the root records named in ``keep``."""
     spec = db.engine.spec
-    return external.to_records(spec, {t.name: db.table_rows(t.name) for t in spec.tables if t.source is not None})
+    return external.to_records(spec, {t.name: db.table_rows(t.name) for t in spec.tables if t.source is not None},
+                               keep)
 
 
-def state_differences(ours: dict[str, Any], ours_initial: dict[str, Any], tau2_initial: dict[str, Any],
+def written_roots(db: Database, writes: set[tuple[str, Any]]) -> dict[str, set[Any]]:
+    """The root records (records path -> keys) that hold the rows a replay wrote."""
+    spec = db.engine.spec
+    out: dict[str, set[Any]] = {}
+    for table_name, pk in writes:
+        table = spec.table(table_name)
+        if table.source is None:
+            continue
+        key = pk
+        if table.source.each is not None:
+            parent = external.parent_column(table)
+            found = db.query(f"SELECT {parent} FROM {table.name} WHERE {table.primary_key} = ?", (pk,)) if parent else []
+            if not found:
+                continue
+            key = found[0][0]
+        out.setdefault(table.source.records, set()).add(key)
+    return out
+
+
+def state_differences(db: Database, writes: set[tuple[str, Any]], tau2_initial: dict[str, Any],
                       tau2_changed: dict[str, dict[str, Any]]) -> list[str]:
-    """Records whose final state differs between the two implementations. A record neither side changed is
-    equal when the initial states are (checked once, by ``initial_differences``)."""
+    """Records whose final state differs between the two implementations: every record either side changed is
+    compared whole; a record neither side changed is equal when the initial states are (``initial_differences``)."""
+    keep = written_roots(db, writes)
+    for collection, records in tau2_changed.items():
+        keep.setdefault(collection, set()).update(records)
+    ours = our_records(db, keep)
     out = []
-    for collection, records in ours.items():
-        theirs_changed = tau2_changed.get(collection, {})
-        ours_changed = {k for k, v in records.items() if ours_initial.get(collection, {}).get(k) != v}
-        for key in sorted(ours_changed | set(theirs_changed)):
-            theirs = theirs_changed.get(key, tau2_initial.get(collection, {}).get(key))
-            if normalise(records.get(key)) != normalise(theirs):
+    for collection, keys in sorted(keep.items()):
+        for key in sorted(keys, key=str):
+            theirs = tau2_changed.get(collection, {}).get(key, tau2_initial.get(collection, {}).get(key))
+            if normalise(ours.get(collection, {}).get(key)) != normalise(theirs):
                 out.append(f"{collection}[{key}]")
     return out
 
