@@ -82,6 +82,20 @@ def check_domains(names: list[str] | None) -> None:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise UsageError(f"--domains names {', '.join(repeated)} more than once")
+    check_external_data(names)
+
+
+def check_external_data(names: list[str]) -> None:
+    """An imported domain (tau2's retail, ...) needs its external data installed: say how, in one line."""
+    from domains import external
+    from domains.registry import get_spec
+
+    for name in names:
+        for source in get_spec(name).sources.values():
+            try:
+                external.resolve(source)
+            except external.ExternalDataMissing as exc:
+                raise UsageError(f"domain {name!r}: {exc}") from None
 
 
 def check_task_runner(spec: str) -> None:
