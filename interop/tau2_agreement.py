@@ -71,22 +71,24 @@ def _error_positions(errors: list[str]) -> list[str]:
 
 
 def altered_calls(engine: DomainEngine, task: ImportedTask) -> tuple[tuple[ToolCall, ...], str]:
-    """The gold with one argument of its last write call (else its last call) changed to another valid value."""
+    """The gold with one argument of its last write call (else of its last call that has one) changed to another
+    valid value."""
     calls = task.task.gold_calls
     writes = [i for i, c in enumerate(calls) if engine.tools.get(c.name) and engine.tools[c.name].kind == "write"]
     if not calls:
         return calls, "no calls to alter"
-    index = writes[-1] if writes else len(calls) - 1
-    call = calls[index]
     rng = random.Random(task.task_id)
-    names = sorted(call.arguments)
-    rng.shuffle(names)
-    for name in names:
-        alt = alternative_value(engine, call, name, rng)
-        if alt is not _NONE:
-            changed = ToolCall(call.name, {**call.arguments, name: alt})
-            return calls[:index] + (changed,) + calls[index + 1:], f"call {index} ({call.name}): {name} -> {alt!r}"
-    return calls, f"call {index} ({call.name}): no argument has another valid value"
+    # the last write first; a call whose arguments have no other valid value (free text) passes to the one before
+    for index in [*reversed(writes), *(i for i in reversed(range(len(calls))) if i not in writes)]:
+        call = calls[index]
+        names = sorted(call.arguments)
+        rng.shuffle(names)
+        for name in names:
+            alt = alternative_value(engine, call, name, rng)
+            if alt is not _NONE:
+                changed = ToolCall(call.name, {**call.arguments, name: alt})
+                return calls[:index] + (changed,) + calls[index + 1:], f"call {index} ({call.name}): {name} -> {alt!r}"
+    return calls, "no argument of any call has another valid value"
 
 
 def compare_task(engine: DomainEngine, worker: Tau2Worker, task: ImportedTask, tau2_initial: dict[str, object],
