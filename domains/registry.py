@@ -95,6 +95,13 @@ def available_domains() -> list[str]:
 DOMAIN_NAMES = tuple(sorted((n for n, p in _discover(DOMAINS_DIR).items() if is_default(p)), key=domain_order))
 
 
+def data_available(name: str) -> bool:
+    """Whether a domain can be materialised here: true unless it reads external data that is not installed."""
+    from domains import external
+
+    return all(external.available(s) for s in get_spec(name).sources.values())
+
+
 def unknown_domain(name: str) -> str:
     return f"unknown domain {name!r}; known: {', '.join(available_domains())}"
 
