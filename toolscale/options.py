@@ -70,6 +70,19 @@ def check_domains_dir(folder: str | None) -> None:
         raise UsageError(str(exc)) from None
 
 
+def check_external_site(folder: str | None) -> None:
+    """``--external-site DIR``: put DIR first in $TOOLSCALE_EXTERNAL_SITE (workers inherit it)."""
+    from domains.external import SITE_ENV
+
+    if not folder:
+        return
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise UsageError(f"--external-site {folder} is not a folder")
+    earlier = os.environ.get(SITE_ENV)
+    os.environ[SITE_ENV] = os.pathsep.join([str(path.resolve()), *([earlier] if earlier else [])])
+
+
 def check_domains(names: list[str] | None) -> None:
     from domains.registry import available_domains, unknown_domain
 
