@@ -31,6 +31,8 @@ class TaskAgreement:
     verdicts: dict[str, tuple[bool, bool]] = field(default_factory=dict)  # kind -> (ours solved, tau2 reward 1)
     altered: str = ""
     our_reasons: dict[str, str] = field(default_factory=dict)
+    # kind -> our execution and fidelity checks alone (tau2's criteria: final state and what was said)
+    state_and_said: dict[str, bool] = field(default_factory=dict)
 
     @property
     def known_bad(self) -> bool:
@@ -49,6 +51,7 @@ class AgreementReport:
                         sum(k in t.verdicts for t in good)) for k in KINDS}
         agree = sum(a for a, _ in per_kind.values())
         total = sum(n for _, n in per_kind.values())
+        same_criteria = sum(t.state_and_said[k] == t.verdicts[k][1] for t in good for k in t.state_and_said)
         return {
             "tasks": len(self.tasks),
             "identical_final_db": sum(not t.state_differences for t in self.tasks),
@@ -59,6 +62,8 @@ class AgreementReport:
             "verdicts_agree": agree, "verdicts_total": total,
             "agreement": round(agree / total, 4) if total else None,
             "per_kind": {k: f"{a}/{n}" for k, (a, n) in per_kind.items()},
+            "state_and_said_agree": same_criteria,
+            "state_and_said_agreement": round(same_criteria / total, 4) if total else None,
         }
 
     def disagreements(self) -> list[tuple[TaskAgreement, str]]:
@@ -112,6 +117,7 @@ def compare_task(engine: DomainEngine, worker: Tau2Worker, task: ImportedTask, t
         theirs = worker.request(op="evaluate", domain=task.domain, task_id=task.tau2_id, calls=calls_json(calls),
                                 text=text)
         result.verdicts[kind] = (ours.solved, theirs["reward"] == 1.0)
+        result.state_and_said[kind] = ours.execution.passed and ours.fidelity.passed
         if not ours.solved:
             result.our_reasons[kind] = "; ".join(f"{n}: {getattr(ours, n).reason}" for n in ours.failed_checks())
     return result
