@@ -100,6 +100,44 @@ class CallError(Exception):
     """Raised inside the engine and turned into an error result; never escapes ``Database.call``."""
 
 
+def compute(how: str, value: Any) -> Any:
+    """A computed parameter (spec ``computed:``). ``arithmetic``: the value is an expression of numbers,
+    + - * / and parentheses, evaluated without eval(), rounded to 2 decimals (tau2's ``calculate``)."""
+    if how == "arithmetic":
+        try:
+            return round(evaluate_arithmetic(str(value)), 2)
+        except ZeroDivisionError:
+            raise CallError("Division by zero in expression") from None
+        except (ValueError, SyntaxError, RecursionError, OverflowError) as exc:
+            raise CallError(f"Invalid expression: {_short(exc)}") from None
+    raise CallError(f"unknown computation {how!r}")
+
+
+def evaluate_arithmetic(text: str) -> float:
+    """Evaluate ``+ - * /``, unary signs and parentheses over decimal numbers; anything else is a ValueError."""
+    import ast
+
+    if not all(ch in "0123456789+-*/(). " for ch in text):
+        raise ValueError("Invalid characters in expression")
+    if len(text) > 1000:
+        raise ValueError("expression too long")
+    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.Div: lambda a, b: a / b}
+
+    def walk(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](walk(node.left), walk(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+            return walk(node.operand) * (-1 if isinstance(node.op, ast.USub) else 1)
+        raise ValueError("not an arithmetic expression")
+
+    return float(walk(ast.parse(text.strip(), mode="eval")))
+
+
 class DomainEngine:
     """A materialised domain: spec + seed -> an immutable database image and its fingerprint."""
 
@@ -258,8 +296,12 @@ class Database:
             raise CallError(problem)
         params: dict[str, Any] = {}
         for pname, pschema in tool.parameters.get("properties", {}).items():
-            params[pname] = arguments.get(pname, pschema.get("default"))
+            value = arguments.get(pname, pschema.get("default"))
+            # a list or object reaches SQL as JSON text, read there with json_each()/json_extract()
+            params[pname] = json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else value
         params["now"] = self.engine.spec.now
+        for cname, (how, source) in tool.computed.items():
+            params[cname] = compute(how, params.get(source))
         for gname, table in tool.generated.items():
             params[gname] = self._next_key(self.engine.spec.table(table))
         return params

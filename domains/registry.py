@@ -37,6 +37,18 @@ def _discover(folder: Path) -> dict[str, Path]:
             if _NAME.fullmatch(sub.name) and (sub / f"{sub.name}.yaml").is_file()}
 
 
+_NOT_DEFAULT = re.compile(r"^default:\s*false\s*(#.*)?$", re.MULTILINE)
+
+
+def is_default(path: Path) -> bool:
+    """Whether a spec file takes part in a plain regenerate: its top-level ``default: false`` says not (read by
+    a line scan, not a full load: discovery runs at import time and must stay cheap)."""
+    try:
+        return _NOT_DEFAULT.search(path.read_text(encoding="utf-8", errors="replace")) is None
+    except OSError:
+        return True
+
+
 def extra_dirs() -> list[Path]:
     """The user's domain folders from ``$TOOLSCALE_DOMAINS_DIR``, in the order given."""
     raw = os.environ.get(DOMAINS_DIR_ENV, "")
@@ -78,8 +90,16 @@ def available_domains() -> list[str]:
     return list(domain_paths())
 
 
-# the shipped domains, discovered; kept as a name because tests and benches iterate over them
-DOMAIN_NAMES = tuple(sorted(_discover(DOMAINS_DIR), key=domain_order))
+# the shipped default domains, discovered; kept as a name because tests, benches and a plain regenerate use them.
+# Imported domains (``default: false``, e.g. tau2's retail) are known by name but not listed here.
+DOMAIN_NAMES = tuple(sorted((n for n, p in _discover(DOMAINS_DIR).items() if is_default(p)), key=domain_order))
+
+
+def data_available(name: str) -> bool:
+    """Whether a domain can be materialised here: true unless it reads external data that is not installed."""
+    from domains import external
+
+    return all(external.available(s) for s in get_spec(name).sources.values())
 
 
 def unknown_domain(name: str) -> str:

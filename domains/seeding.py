@@ -286,15 +286,48 @@ def _seed_rows(table: Table, ti: int, done: dict[str, list[dict[str, Any]]], see
     from domains.spec import SpecError
 
     rows: list[dict[str, Any]] = [{} for _ in range(table.rows)]
+    if table.source is not None:
+        rows = _external_rows(table, ti, spec)
     by_key = {name: {r[spec.table(name).primary_key]: r for r in rs} for name, rs in done.items()}
     for ci, col in enumerate(table.columns):
         where = f"{spec.path}: tables[{ti}].columns[{ci}] ({col.name})"
+        if col.seed["kind"] == "field":
+            continue  # filled from the external records above
         try:
             problem = _seed_column(table, col, rows, done, by_key, seed)
         except SEED_ERRORS as exc:
             raise SpecError([f"{where}: seeding failed: {type(exc).__name__}: {_clip(str(exc))}"]) from None
         if problem:
             raise SpecError([f"{where}: {problem}"])
+    return rows
+
+
+def _external_rows(table: Table, ti: int, spec: DomainSpec) -> list[dict[str, Any]]:
+    """Rows of a ``from:`` table: its ``field`` columns read from the external records, checked like any value."""
+    from domains import external
+    from domains.spec import SpecError
+
+    assert table.source is not None
+    try:
+        data = external.load(spec.sources[table.source.source])
+        found = external.records(data, table.source)
+    except (ValueError, OSError) as exc:
+        if isinstance(exc, external.ExternalDataMissing):
+            raise
+        raise SpecError([f"{spec.path}: tables[{ti}] ({table.name}): external records unreadable: {_clip(str(exc))}"]) from None
+    rows: list[dict[str, Any]] = []
+    for i, record in enumerate(found):
+        row: dict[str, Any] = {}
+        for ci, col in enumerate(table.columns):
+            if col.seed["kind"] != "field":
+                continue
+            v = external.field_value(record, col.seed)
+            problem = value_problem(col, v) or (None if v is not None or col.nullable else "no value (null)")
+            if problem:
+                raise SpecError([f"{spec.path}: tables[{ti}].columns[{ci}] ({col.name}): record {i} "
+                                 f"({_show(record.key)}): {problem} (column type {col.type})"])
+            row[col.name] = (1 if v else 0) if col.type == "boolean" and v is not None else v
+        rows.append(row)
     return rows
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import jsonschema
 
+from domains.external import Source, TableSource
 from domains.safeyaml import MAX_SPEC_BYTES, YamlLimitError, load_yaml
 from domains.sqlguard import EFFECT, READ, StatementGuard, StatementRefused
 
@@ -59,6 +60,7 @@ class Table:
     primary_key: str
     columns: tuple[Column, ...]
     description: str = ""
+    source: TableSource | None = None  # rows come from external JSON records instead of seed recipes
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
@@ -85,6 +87,7 @@ class Tool:
     preconditions: tuple[Precondition, ...] = ()
     effects: tuple[str, ...] = ()
     generated: dict[str, str] = field(default_factory=dict)
+    computed: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (how, source parameter)
     mention: str | None = None
     examples: tuple[dict[str, Any], ...] = ()
 
@@ -116,6 +119,14 @@ class DomainSpec:
     users: Users | None = None
     invariants: tuple[Invariant, ...] = ()
     intents: tuple[Intent, ...] = ()
+    default: bool = True  # part of a plain ``toolscale regenerate``; false for imported (external) domains
+    sources: dict[str, Source] = field(default_factory=dict)
+    imported_tasks: str | None = None  # a source holding tasks in tau2's Task format (see interop/tau2_tasks.py)
+
+    @property
+    def external(self) -> bool:
+        """Whether some table is seeded from external data (which may be absent on this machine)."""
+        return any(t.source is not None for t in self.tables)
 
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
@@ -223,8 +234,10 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
             enum=tuple(c["enum"]) if "enum" in c else None,
             references=tuple(c["references"].split(".", 1)) if "references" in c else None,
         ) for c in t["columns"])
-        tables.append(Table(name=t["name"], noun=t["noun"], rows=t["rows"], primary_key=t["primary_key"],
-                            columns=cols, description=t.get("description", "")))
+        src = t.get("from")
+        tables.append(Table(name=t["name"], noun=t["noun"], rows=t.get("rows", 0), primary_key=t["primary_key"],
+                            columns=cols, description=t.get("description", ""),
+                            source=TableSource(src["source"], src["records"], src.get("each")) if src else None))
     tools = []
     for t in raw["tools"]:
         params = dict(t["parameters"])
@@ -237,6 +250,7 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
                                              p.get("enforced_by", "tool"), p.get("rule", "").strip())
                                 for p in t.get("preconditions", [])),
             effects=tuple(t.get("effects", [])), generated=dict(t.get("generated", {})),
+            computed={k: (v["how"], v["from"]) for k, v in t.get("computed", {}).items()},
             mention=t.get("mention"), examples=tuple(t.get("examples", [])),
         ))
     from domains.policy import policy_text  # local: policy reads this module's types
@@ -247,7 +261,10 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
                       tables=tuple(tables), tools=tuple(tools),
                       utterances={k: tuple(v) for k, v in raw["utterances"].items()}, path=label,
                       spec_hash=spec_hash, users=users, invariants=build_invariants(raw.get("invariants")),
-                      intents=build_intents(raw.get("intents")))
+                      intents=build_intents(raw.get("intents")), default=raw.get("default", True),
+                      sources={name: Source(name, s.get("package"), s.get("resource"), s.get("path"),
+                                            s.get("hint", "")) for name, s in raw.get("sources", {}).items()},
+                      imported_tasks=raw.get("imported_tasks", {}).get("source"))
 
 
 def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
@@ -272,6 +289,13 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
         if t.primary_key in pk_owner:
             problems.append(f"tables[{ti}].primary_key: {t.primary_key!r} is already the key of {pk_owner[t.primary_key]}")
         pk_owner[t.primary_key] = t.name
+        if t.source is None and t.rows < 1:
+            problems.append(f"tables[{ti}].rows: a table needs rows (or from: to take its rows from a source)")
+        if t.source is not None and t.source.source not in spec.sources:
+            problems.append(f"tables[{ti}].from.source: unknown source {t.source.source!r}; declare it under sources:")
+        for ci, c in enumerate(t.columns):
+            if c.seed["kind"] == "field" and t.source is None:
+                problems.append(f"tables[{ti}].columns[{ci}].seed: a field recipe needs the table to have from:")
     for ti, t in enumerate(spec.tables):
         for ci, c in enumerate(t.columns):
             where = f"tables[{ti}].columns[{ci}]"
@@ -285,6 +309,8 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
         problems.append(exc.problems[0].split(": ", 1)[1])
     except sqlite3.Error as exc:
         problems.append(f"tables: the tables do not compile to SQL: {exc}")
+    if spec.imported_tasks is not None and spec.imported_tasks not in spec.sources:
+        problems.append(f"imported_tasks.source: unknown source {spec.imported_tasks!r}; declare it under sources:")
     tool_names = [t.name for t in spec.tools]
     for dup in sorted({n for n in tool_names if tool_names.count(n) > 1}):
         problems.append(f"tools: duplicate tool name {dup!r}")
@@ -383,7 +409,12 @@ def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], guard
             out.append(f".generated.{gen}: the engine generates it; do not declare it as a parameter")
         if table not in tables:
             out.append(f".generated.{gen}: unknown table {table!r}")
-    known = declared | set(tool.generated) | RESERVED_PARAMS
+    for cname, (_, source) in tool.computed.items():
+        if cname in declared or cname in tool.generated:
+            out.append(f".computed.{cname}: the engine computes it; do not declare it as a parameter")
+        if source not in declared:
+            out.append(f".computed.{cname}.from: {source!r} is not a declared parameter")
+    known = declared | set(tool.generated) | set(tool.computed) | RESERVED_PARAMS
     if tool.kind == "write" and not tool.effects:
         out.append(".effects: a write tool needs at least one effect")
     if tool.kind == "read" and tool.effects:

@@ -18,6 +18,9 @@ TICK_STEPS = 1_000  # VM steps between two progress-handler calls
 STATEMENT_BUDGET_TICKS = 10_000  # 10 million steps (~0.3 s); the shipped domains' largest tool statement uses
 # under 2,000 steps, and a full scan of a 100,000-row table about 3 million
 MAX_VALUE_BYTES = 1_000_000  # SQLITE_LIMIT_LENGTH: no string or blob (e.g. zeroblob(1e9)) larger than this
+# table-valued JSON functions spec SQL may read (array parameters arrive as JSON text); registered once per
+# connection by the engine itself, so their use never touches sqlite_master under a spec role
+JSON_TABLES = ("json_each", "json_tree")
 DENIED_FUNCTIONS = {"random", "randomblob", "load_extension", "changes", "total_changes", "last_insert_rowid"}
 _WRITES = {sqlite3.SQLITE_INSERT: "INSERT", sqlite3.SQLITE_UPDATE: "UPDATE", sqlite3.SQLITE_DELETE: "DELETE"}
 _ACTION_NAMES = {getattr(sqlite3, n): n.removeprefix("SQLITE_").replace("_", " ")
@@ -42,6 +45,8 @@ class StatementGuard:
         self.role = ENGINE
         self.ticks = 0
         self.denied: str | None = None
+        for name in JSON_TABLES:
+            conn.execute(f"SELECT * FROM {name}('[]')").fetchall()
         conn.set_authorizer(self._authorize)
         conn.set_progress_handler(self._tick, TICK_STEPS)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
@@ -68,7 +73,7 @@ class StatementGuard:
                     f"allowed in spec SQL)")
         if action == sqlite3.SQLITE_READ:
             name = (arg1 or "").lower()
-            if arg1 in self.tables or (db_name is None and name != self.audit_table
+            if arg1 in self.tables or arg1 in JSON_TABLES or (db_name is None and name != self.audit_table
                                        and not name.startswith(("sqlite_", "pragma_"))):
                 return None
             return f"it reads {arg1!r}, which is not a table of the domain"

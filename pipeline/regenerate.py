@@ -6,6 +6,7 @@ Plain Python, below the CLI; ``flows/regenerate.py`` wires the same steps into P
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -15,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,10 @@ class RegenerateConfig:
         own = {d: get_spec(d).spec_hash for d in sorted(self.domains) if DOMAINS_DIR not in spec_path(d).parents}
         if own:
             ident["user_specs"] = own
+        # an imported domain's data lives outside the code: its files' digests decide its data too
+        outside = {d: external_digest(get_spec(d)) for d in sorted(self.domains) if get_spec(d).sources}
+        if outside:
+            ident["external_data"] = outside
         return ident
 
     def config_hash(self) -> str:
@@ -82,6 +87,28 @@ class RegenerateConfig:
     def shard(self, domain: str, index: int) -> ShardConfig:
         return ShardConfig(domain, self.seed, index, self.base_per_shard, self.evolution_rounds,
                            kill_threshold=self.kill_threshold)
+
+
+def external_digest(spec: Any) -> dict[str, str]:
+    """sha256 (16 hex digits) of each external file a spec reads; 'missing' for one that cannot be found."""
+    from domains import external
+
+    out = {}
+    for name, source in sorted(spec.sources.items()):
+        try:
+            path = external.resolve(source)
+        except external.ExternalDataMissing:
+            out[name] = "missing"
+            continue
+        stat = path.stat()
+        out[name] = _file_digest(path, stat.st_mtime_ns, stat.st_size)
+    return out
+
+
+@functools.cache
+def _file_digest(path: Path, mtime_ns: int, size: int) -> str:
+    # keyed by mtime and size: the config hash is computed often, the file is read once
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def published_snapshot(cfg: RegenerateConfig) -> str | None:
@@ -117,6 +144,8 @@ def initial_plan(cfg: RegenerateConfig) -> list[ShardConfig]:
     for domain, n in cfg.requested().items():
         shards = max(1, math.ceil(n / (cfg.base_per_shard * TASKS_PER_BASE)))
         plan += [cfg.shard(domain, i) for i in range(shards)]
+        if get_spec(domain).imported_tasks is not None:  # its imported tasks come on top of the requested count
+            plan.append(replace(cfg.shard(domain, 0), imported=True))
     return plan
 
 
@@ -167,8 +196,13 @@ def load_records(cfg: RegenerateConfig, shards: Iterable[ShardConfig]) -> list[d
     return records
 
 
+def _synthesised(record: dict[str, Any]) -> bool:
+    return record.get("source", "synthesised") == "synthesised"
+
+
 def shortfall(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> dict[str, int]:
-    have = Counter(r["domain"] for r in records if r["accepted"])
+    """Synthesised tasks still missing per domain (imported tasks do not count towards the requested number)."""
+    have = Counter(r["domain"] for r in records if r["accepted"] and _synthesised(r))
     return {d: n - have[d] for d, n in cfg.requested().items() if have[d] < n}
 
 
@@ -176,9 +210,9 @@ def top_up_plan(cfg: RegenerateConfig, shards: list[ShardConfig], missing: dict[
                 records: list[dict[str, Any]]) -> list[ShardConfig]:
     """More shards for the domains that fell short, sized by each domain's own yield so far."""
     extra = []
-    have = Counter(r["domain"] for r in records if r["accepted"])
+    have = Counter(r["domain"] for r in records if r["accepted"] and _synthesised(r))
     for domain, n in missing.items():
-        done = [s for s in shards if s.domain == domain]
+        done = [s for s in shards if s.domain == domain and not s.imported]
         next_index = max(s.shard for s in done) + 1
         per_shard = max(have[domain] / len(done), 1.0)
         count = max(1, math.ceil(n * 1.1 / per_shard))

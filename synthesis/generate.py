@@ -33,10 +33,11 @@ class ShardConfig:
     evolution_rounds: int = 2
     evolve_probability: float = 0.7
     kill_threshold: float = 0.9
+    imported: bool = False  # this shard verifies the domain's imported tasks (e.g. tau2's) instead of sampling
 
     @property
     def shard_id(self) -> str:
-        return f"{self.domain}-s{self.seed}-{self.shard:04d}"
+        return f"{self.domain}-s{self.seed}-{'tau2' if self.imported else f'{self.shard:04d}'}"
 
 
 def _base_candidate(graph: ToolGraph, rng: random.Random, seed: int) -> Task | None:
@@ -83,7 +84,7 @@ def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -
         "noop_fails": report.no_action.passed, "noop_reason": report.no_action.reason,
         "mutants": report.mutation.total, "mutants_killed": report.mutation.killed,
         "kill_rate": report.mutation.kill_rate, "survivors": list(report.mutation.survivors),
-        "tau2": task.tau2(),
+        "tau2": task.tau2(), "source": "synthesised",
         "realism": figures, "notes": task.notes, "persona": task.persona.describe() if task.persona else None,
         "request": task.reason_for_call(),
     }
@@ -97,6 +98,10 @@ def facts_of(task: Task) -> TaskFacts:
 
 def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
     """All candidates of one shard, accepted and rejected, with timings."""
+    if cfg.imported:
+        from synthesis.imported import import_shard
+
+        return import_shard(cfg)
     started = time.perf_counter()
     graph = ToolGraph(get_engine(cfg.domain, cfg.seed))
     rng = random.Random(f"{cfg.seed}:{cfg.domain}:{cfg.shard}")

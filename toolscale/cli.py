@@ -17,7 +17,7 @@ from typing import NoReturn
 from toolscale import cli_prefs
 from toolscale.cli_audit import add_parsers as add_audit_parsers
 from toolscale.cli_llm import add_parsers as add_llm_parsers
-from toolscale.options import (UsageError, check_domains_dir, check_warehouse_source, fraction, int_at_least,
+from toolscale.options import (UsageError, check_domains_dir, check_external_site, check_warehouse_source, fraction, int_at_least,
                                json_object)
 
 MAX_SEED = 2**31 - 1
@@ -131,6 +131,9 @@ def _domains_dir_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--domains-dir", metavar="DIR",
                         help="a folder of your own domains (DIR/<name>/<name>.yaml), besides the shipped ones; "
                              "also $TOOLSCALE_DOMAINS_DIR")
+    parser.add_argument("--external-site", metavar="DIR",
+                        help="a site-packages folder holding the data of imported domains (tau2's, for retail); "
+                             "also $TOOLSCALE_EXTERNAL_SITE")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -218,6 +221,7 @@ def _dispatch(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         check_domains_dir(getattr(args, "domains_dir", None))
+        check_external_site(getattr(args, "external_site", None))
         return int(args.func(args))
     except BrokenPipeError:
         raise

@@ -70,6 +70,19 @@ def check_domains_dir(folder: str | None) -> None:
         raise UsageError(str(exc)) from None
 
 
+def check_external_site(folder: str | None) -> None:
+    """``--external-site DIR``: put DIR first in $TOOLSCALE_EXTERNAL_SITE (workers inherit it)."""
+    from domains.external import SITE_ENV
+
+    if not folder:
+        return
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise UsageError(f"--external-site {folder} is not a folder")
+    earlier = os.environ.get(SITE_ENV)
+    os.environ[SITE_ENV] = os.pathsep.join([str(path.resolve()), *([earlier] if earlier else [])])
+
+
 def check_domains(names: list[str] | None) -> None:
     from domains.registry import available_domains, unknown_domain
 
@@ -82,6 +95,20 @@ def check_domains(names: list[str] | None) -> None:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise UsageError(f"--domains names {', '.join(repeated)} more than once")
+    check_external_data(names)
+
+
+def check_external_data(names: list[str]) -> None:
+    """An imported domain (tau2's retail, ...) needs its external data installed: say how, in one line."""
+    from domains import external
+    from domains.registry import get_spec
+
+    for name in names:
+        for source in get_spec(name).sources.values():
+            try:
+                external.resolve(source)
+            except external.ExternalDataMissing as exc:
+                raise UsageError(f"domain {name!r}: {exc}") from None
 
 
 def check_task_runner(spec: str) -> None:

@@ -49,7 +49,8 @@ def _dependent(gold: Replay, calls: tuple[ToolCall, ...], i: int) -> bool:
     first, second = gold.results[i], gold.results[i + 1]
     if first.writes & second.writes:
         return True
-    created = {pk for (_, pk) in first.writes} - set(calls[i].arguments.values())
+    named = {v for v in calls[i].arguments.values() if isinstance(v, (str, int))}  # lists (item ids) are not keys
+    created = {pk for (_, pk) in first.writes} - named
     return any(v in created for v in calls[i + 1].arguments.values() if isinstance(v, (str, int)))
 
 

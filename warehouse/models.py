@@ -78,6 +78,7 @@ class Task(SQLModel, table=True):
     distinct_tools: int
     write_calls: int
     tau2_json: str
+    source: str = "synthesised"  # or "tau2": imported from tau2's tasks.json (synthesis/imported.py)
 
 
 class GoldCall(SQLModel, table=True):

@@ -49,6 +49,8 @@ def ensure_schema(path: Path) -> None:
         engine.dispose()
     con = duckdb.connect(str(path))
     try:
+        # a column added after a warehouse was created (create_all adds tables, never columns)
+        con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS source VARCHAR DEFAULT 'synthesised'")
         for name, sql in VIEWS.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     finally:

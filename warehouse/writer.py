@@ -180,7 +180,8 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
         "communicate_info_json": json.dumps(r["communicate_info"], ensure_ascii=False),
         "evolved_from": r["evolved_from"], "operator": r["operator"], "depth": r["depth"], "calls": r["calls"],
         "distinct_tools": r["distinct_tools"], "write_calls": r["write_calls"],
-        "tau2_json": json.dumps(r["tau2"], ensure_ascii=False, default=str)} for r in accepted])
+        "tau2_json": json.dumps(r["tau2"], ensure_ascii=False, default=str),
+        "source": r.get("source", "synthesised")} for r in accepted])
     _insert(con, "gold_calls", [{
         "snapshot_id": sid, "task_id": r["task_id"], "position": i, "name": c["name"],
         "arguments_json": json.dumps(c["arguments"], ensure_ascii=False, sort_keys=True, default=str)}

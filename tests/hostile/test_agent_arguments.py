@@ -10,7 +10,7 @@ import pytest
 
 from domains.arguments import parse_arguments, shape_problem
 from domains.engine import ToolCall
-from domains.registry import available_domains, get_engine
+from domains.registry import available_domains, data_available, get_engine
 from toolscale.cli import main as cli_main
 from verifiers.types import Trajectory, VerifiableTask
 from verifiers.verify import outcome_reward, verify
@@ -233,7 +233,7 @@ def test_fuzzed_arguments_never_raise_and_failures_change_nothing(domain: str) -
 def test_the_fast_path_never_accepts_what_jsonschema_refuses() -> None:
     rng = random.Random("fast-vs-jsonschema")
     checked = accepted = 0
-    for domain in available_domains():
+    for domain in filter(data_available, available_domains()):  # an imported domain needs its data installed
         engine = get_engine(domain)
         for name in sorted(engine.tools):
             fast = engine.fast_checks[name]

@@ -1,0 +1,65 @@
+"""tau2 tasks as ToolScale tasks: gold calls from a task's actions, what must be said from its communicate_info.
+
+The tasks are read where the installed tau2 package keeps them (the spec's ``imported_tasks`` source), never
+copied into this repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from domains import external
+from domains.engine import ToolCall
+from domains.spec import DomainSpec
+from verifiers.types import VerifiableTask
+
+SOURCE_NAME = "tau2"
+
+
+@dataclass(frozen=True)
+class ImportedTask:
+    """One tau2 task: its id in tau2, the verifiable part, and the tau2 JSON it came from."""
+
+    domain: str
+    tau2_id: str
+    task: VerifiableTask
+    raw: dict[str, Any]
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.domain}-tau2-{self.tau2_id}"
+
+    def content_hash(self) -> str:
+        blob = json.dumps([self.domain, self.tau2_id, [c.to_dict() for c in self.task.gold_calls],
+                           list(self.task.communicate_info)], sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def instruction_text(self) -> str:
+        ins = (self.raw.get("user_scenario") or {}).get("instructions") or {}
+        if isinstance(ins, str):
+            return ins
+        return " ".join(str(ins[k]) for k in ("reason_for_call", "known_info", "unknown_info", "task_instructions")
+                        if ins.get(k))
+
+
+def convert(domain: str, raw: dict[str, Any], seed: int = 0) -> ImportedTask:
+    """One tau2 Task dict to an ``ImportedTask``; only the assistant's actions are gold calls."""
+    criteria = raw.get("evaluation_criteria") or {}
+    calls = tuple(ToolCall(a["name"], dict(a.get("arguments") or {})) for a in criteria.get("actions") or []
+                  if a.get("requestor", "assistant") == "assistant")
+    info = tuple(str(i) for i in criteria.get("communicate_info") or [])
+    return ImportedTask(domain, str(raw["id"]), VerifiableTask(domain, seed, calls, info), raw)
+
+
+def imported_tasks(spec: DomainSpec, seed: int = 0) -> list[ImportedTask]:
+    """Every task of the spec's ``imported_tasks`` source, in file order; [] when the spec imports none.
+    Raises ``external.ExternalDataMissing`` (one line on how to install the data) when it cannot be found."""
+    if spec.imported_tasks is None:
+        return []
+    data = external.load(spec.sources[spec.imported_tasks])
+    if not isinstance(data, list):
+        raise ValueError(f"{spec.name}: imported tasks must be a JSON list of tau2 tasks")
+    return [convert(spec.name, raw, seed) for raw in data]
