@@ -7,7 +7,7 @@ import pytest
 from domains.engine import DomainEngine
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 
-WEATHER_SEED0 = "e64d51c17b56030cd3383f1fccb610013c671d5d8cb0330d71b38433d05fb741"
+WEATHER_SEED0 = "ddb09c1146cfa14c6efb2e5dd3373a0cf75f906c7a928cf0cae48a1319767711"
 
 
 def test_same_seed_same_fingerprint_for_every_domain() -> None:
