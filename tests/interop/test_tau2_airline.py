@@ -16,10 +16,9 @@ pytestmark = pytest.mark.skipif(
     tau2_python() is None or not all(external.available(s) for s in get_spec("airline").sources.values()),
     reason=missing_reason())
 
-# one task per write tool: certificate (2), booking with a certificate and gift cards (8), calculate + bags (12),
-# cancel + book with said information (14), flights + passengers + bags (17), cancel (19), passengers (40),
-# and a read-only one (5)
-SUBSET = ["2", "8", "12", "14", "17", "19", "40", "5"]
+# every write tool: certificate (2), booking (8), calculate + bags (12), cancel + book with information to say
+# (14), flights + passengers + bags (17), and a read-only one (5)
+SUBSET = ["2", "8", "12", "14", "17", "5"]
 
 
 def test_seeded_airline_is_tau2s_db_json() -> None:
@@ -83,8 +82,10 @@ def test_import_shard_verifies_every_tau2_task() -> None:
     records = result["records"]
     assert result["shard_id"] == "airline-s0-tau2" and len(records) == 50
     assert all(r["source"] == "tau2" and r["task_id"].startswith("airline-tau2-") for r in records)
-    assert all(r["gold_valid"] for r in records)
-    assert sum(r["accepted"] for r in records) > 10
+    # tau2's tasks without any gold action (the agent must refuse) cannot be verified by replay: gold_invalid
+    invalid = {r["task_id"] for r in records if not r["gold_valid"]}
+    assert invalid == {f"airline-tau2-{n}" for n in ("0", "10", "26", "28", "31", "34", "46")}
+    assert sum(r["accepted"] for r in records) >= 30
 
 
 def test_synthesised_airline_tasks_pass_their_own_checks() -> None:
