@@ -189,8 +189,8 @@ def to_records(spec: DomainSpec, rows_of: dict[str, list[dict[str, Any]]],
 
     A table whose primary key is a position (``@ordinal`` or ``@index``) becomes a list in key order; any other
     becomes a dict keyed by its primary key, or by its ``@key`` column when it has one (a child dict whose keys
-    repeat across parents); fields whose value is null are left out. Root tables go to ``records``; a child table goes back into its
-    parent's record at ``each`` (every parent gets the collection, empty when it has no rows). Columns that only
+    repeat across parents); fields whose value is null are left out. Root tables go to ``records``; a child
+    table goes back into its parent's record at ``each`` (every parent gets the collection, empty when it has no rows). Columns that only
     link (``@parent...``, ``@ordinal``, ``@index``, ``@key``) are left out; a ``@value`` column makes a list of
     scalars. ``keep`` (records path -> keys) rebuilds only those root records and their children."""
     out: dict[str, Any] = {}
