@@ -188,8 +188,9 @@ def to_records(spec: DomainSpec, rows_of: dict[str, list[dict[str, Any]]],
     """Rebuild the external nested shape from table rows (the inverse of the ``from:``/``field`` mapping).
 
     A table whose primary key is a position (``@ordinal`` or ``@index``) becomes a list in key order; any other
-    becomes a dict keyed by its primary key. Root tables go to ``records``; a child table goes back into its
-    parent's record at ``each`` (every parent gets the collection, empty when it has no rows). Columns that only
+    becomes a dict keyed by its primary key, or by its ``@key`` column when it has one (a child dict whose keys
+    repeat across parents); fields whose value is null are left out. Root tables go to ``records``; a child
+    table goes back into its parent's record at ``each`` (every parent gets the collection, empty when it has no rows). Columns that only
     link (``@parent...``, ``@ordinal``, ``@index``, ``@key``) are left out; a ``@value`` column makes a list of
     scalars. ``keep`` (records path -> keys) rebuilds only those root records and their children."""
     out: dict[str, Any] = {}
@@ -203,6 +204,11 @@ def to_records(spec: DomainSpec, rows_of: dict[str, list[dict[str, Any]]],
         as_list = pk_path in ("@ordinal", "@index")
         value_col = next((c.name for c, r in fields if r["path"] == "@value"), None)
         parent_col = next((c.name for c, r in fields if r["path"] == "@parent.@key"), None)
+        # a child dict whose keys repeat across parents (flights.<no>.dates.<date>): the row key is a position
+        # and a ``@key`` column holds the dict key
+        key_col = next((c.name for c, r in fields if r["path"] == "@key" and c.name != table.primary_key), None)
+        if key_col is not None:
+            as_list = False
         if src.each is not None:
             for parent in roots.get(src.records, {}).values():
                 _put(parent, src.each, [] if as_list else {})
@@ -216,8 +222,10 @@ def to_records(spec: DomainSpec, rows_of: dict[str, list[dict[str, Any]]],
             else:
                 record = {}
                 for col, recipe in fields:
-                    if not recipe["path"].startswith("@"):
-                        _put(record, recipe["path"], _decode(table, col.name, row[col.name], recipe))
+                    value = _decode(table, col.name, row[col.name], recipe)
+                    # an absent optional field stays absent, so no empty parent object appears for it
+                    if not recipe["path"].startswith("@") and value is not None:
+                        _put(record, recipe["path"], value)
             if src.each is None:
                 roots.setdefault(src.records, {})[row[table.primary_key]] = record
                 continue
@@ -226,7 +234,7 @@ def to_records(spec: DomainSpec, rows_of: dict[str, list[dict[str, Any]]],
                 continue
             holder = _walk(parent, src.each)
             if isinstance(holder, dict):
-                holder[row[table.primary_key]] = record
+                holder[row[key_col or table.primary_key]] = record
             else:
                 holder.append(record)
     for path, by_key in roots.items():

@@ -169,3 +169,58 @@ def test_imported_domains_stay_out_of_a_plain_regenerate() -> None:
     assert "retail" in available_domains()
     assert "retail" not in DOMAIN_NAMES and len(DOMAIN_NAMES) == 10
     assert not is_default(Path(__file__).resolve().parents[2] / "domains" / "retail" / "retail.yaml")
+
+
+SCHEDULE = {"flights": {
+    "F1": {"number": "F1", "origin": "JFK", "dates": {"2024-05-01": {"status": "landed"},
+                                      "2024-05-02": {"status": "available", "seats": {"economy": 3, "business": 1}}}},
+    "F2": {"number": "F2", "origin": "LAX",
+           "dates": {"2024-05-01": {"status": "available", "seats": {"economy": 0, "business": 2}}}},
+}}
+
+
+def test_a_child_dict_keyed_by_repeating_keys_maps_back(tmp_path: Path) -> None:
+    """flights.<no>.dates.<date>: the same dates under every flight, so the row key is a position and an ``@key``
+    column holds the dict key; a nested object that is absent stays absent (no empty ``seats``)."""
+    path = tmp_path / "schedule.json"
+    path.write_text(json.dumps(SCHEDULE))
+    f = lambda p: {"kind": "field", "path": p}  # noqa: E731
+    spec = parse_spec({
+        "domain": "schedule", "description": "Flights by date.", "now": "2024-05-15T15:00:00", "default": False,
+        "sources": {"s": {"path": str(path)}},
+        "tables": [
+            {"name": "flights", "noun": "flight", "primary_key": "number",
+             "from": {"source": "s", "records": "flights"},
+             "columns": [{"name": "number", "type": "text", "seed": f("number")},
+                         {"name": "origin", "type": "text", "seed": f("origin")}]},
+            {"name": "flight_dates", "noun": "flight date", "primary_key": "flight_date_id",
+             "from": {"source": "s", "records": "flights", "each": "dates"},
+             "columns": [{"name": "flight_date_id", "type": "integer", "seed": f("@ordinal")},
+                         {"name": "number", "type": "text", "references": "flights.number", "seed": f("@parent.@key")},
+                         {"name": "date", "type": "text", "seed": f("@key")},
+                         {"name": "status", "type": "text", "seed": f("status")},
+                         {"name": "seats_economy", "type": "integer", "nullable": True, "seed": f("seats.economy")},
+                         {"name": "seats_business", "type": "integer", "nullable": True,
+                          "seed": f("seats.business")}]},
+        ],
+        "tools": [{"name": "take_seat", "kind": "write", "entity": "flight_dates",
+                   "description": "Take one economy seat on a flight on a date.",
+                   "parameters": {"type": "object", "required": ["number", "date"],
+                                  "properties": {"number": {"type": "string"}, "date": {"type": "string"}}},
+                   "preconditions": [{"sql": "SELECT 1 FROM flight_dates WHERE number = :number AND date = :date "
+                                             "AND seats_economy > 0", "error": "No seat"}],
+                   "effects": ["UPDATE flight_dates SET seats_economy = seats_economy - 1 "
+                               "WHERE number = :number AND date = :date"],
+                   "returns": {"sql": "SELECT seats_economy FROM flight_dates "
+                                      "WHERE number = :number AND date = :date"}}],
+        "utterances": {"take_seat": ["book me on {number} on {date}"]},
+    })
+    with DomainEngine(spec).fresh() as db:
+        assert [(r["number"], r["date"]) for r in db.table_rows("flight_dates")] == [
+            ("F1", "2024-05-01"), ("F1", "2024-05-02"), ("F2", "2024-05-01")]
+        assert external.to_records(spec, {t.name: db.table_rows(t.name) for t in spec.tables}) == SCHEDULE
+        assert db.call("take_seat", {"number": "F1", "date": "2024-05-02"}).ok
+        assert not db.call("take_seat", {"number": "F2", "date": "2024-05-01"}).ok
+        back = external.to_records(spec, {t.name: db.table_rows(t.name) for t in spec.tables})
+    assert back["flights"]["F1"]["dates"]["2024-05-02"]["seats"] == {"economy": 2, "business": 1}
+    assert back["flights"]["F2"] == SCHEDULE["flights"]["F2"]
