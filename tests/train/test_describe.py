@@ -1,0 +1,95 @@
+"""``describe-llm-tools`` end to end against the REAL local llama.cpp server (SmolLM2-135M), and an endpoint that
+does not answer: recorded as unreachable, its previous description kept."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (pip install -e .[llm])")
+
+from inference.endpoints import Endpoint  # noqa: E402
+from tests.train.llm_registry import serve_local, write_registry  # noqa: E402
+from train.describe import DescribeConfig, describe_llm_tools, evidence_text  # noqa: E402
+from warehouse.eval_store import current_descriptions  # noqa: E402
+
+pytestmark = pytest.mark.llm
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Endpoint]:
+    yield from serve_local()
+
+
+def config(warehouse: Path, registry: Path, endpoints: list[str]) -> DescribeConfig:
+    return DescribeConfig(warehouse=str(warehouse), registry=str(registry), endpoints=endpoints, writer="local",
+                          tasks=2, max_turns=2, agent_max_tokens=48, writer_max_tokens=60, timeout_s=180)
+
+
+def test_describe_records_evidence_and_keeps_the_previous_description_of_an_unreachable_endpoint(
+        served: Endpoint, snapshot_warehouse: str, tmp_path: Path) -> None:
+    warehouse = tmp_path / "wh.duckdb"
+    shutil.copyfile(snapshot_warehouse, warehouse)
+    registry = write_registry(tmp_path, served)
+
+    first = describe_llm_tools(config(warehouse, registry, ["local"]), progress=lambda m: None)
+    [local] = first.endpoints
+    assert local.status == "described" and local.trials == 2 and local.description
+    con = duckdb.connect(str(warehouse), read_only=True)
+    trials = con.execute("SELECT trial_id, task_id, domain, kinds, ended_by, prompt_tokens, completion_tokens, "
+                         "latency_s, trajectory_json, error FROM llm_tool_trials WHERE run_id = ? ORDER BY trial_id",
+                         [first.run_id]).fetchall()
+    stored = con.execute("SELECT evidence_trial_ids_json, description, model FROM llm_tool_descriptions "
+                         "WHERE run_id = ?", [first.run_id]).fetchone()
+    con.close()
+    assert [t[0] for t in trials] == json.loads(stored[0]) == local.evidence_trial_ids
+    assert stored[1] == local.description and stored[2] == "SmolLM2-135M-Instruct"
+    for _, task_id, domain, kinds, ended_by, prompt_tokens, completion_tokens, latency, trajectory, error in trials:
+        assert domain == "weather" and kinds and task_id, ended_by
+        assert ended_by != "policy_error", error
+        assert prompt_tokens > 0 and completion_tokens > 0 and latency > 0  # the model really ran
+        messages = json.loads(trajectory)
+        assert messages[0]["role"] == "system" and any(m["role"] == "assistant" for m in messages)
+
+    # the local endpoint now stands for a server that is gone: the old description must survive
+    second = describe_llm_tools(config(warehouse, registry, ["dead"]), progress=lambda m: None)
+    assert second.endpoints[0].status == "unreachable" and "unreachable" in second.endpoints[0].reason
+    current = current_descriptions(warehouse)
+    assert current["local"]["description"] == local.description
+    assert "dead" not in current
+    con = duckdb.connect(str(warehouse), read_only=True)
+    row = con.execute("SELECT status, description, trials FROM llm_tool_descriptions WHERE run_id = ?",
+                      [second.run_id]).fetchone()
+    con.close()
+    assert row == ("unreachable", None, 0)
+
+
+def test_unreachable_keeps_a_previous_description_of_the_same_endpoint(served: Endpoint, snapshot_warehouse: str,
+                                                                       tmp_path: Path) -> None:
+    warehouse = tmp_path / "wh.duckdb"
+    shutil.copyfile(snapshot_warehouse, warehouse)
+    registry = write_registry(tmp_path, served)
+    first = describe_llm_tools(config(warehouse, registry, ["local"]), progress=lambda m: None)
+    # the same endpoint name, now pointing where nothing answers
+    registry.write_text(registry.read_text().replace(served.base_url, "http://127.0.0.1:5903/v1"))
+    second = describe_llm_tools(config(warehouse, registry, ["local"]), progress=lambda m: None)
+    assert second.endpoints[0].status == "unreachable"
+    assert second.endpoints[0].description == first.endpoints[0].description  # reported as kept
+    assert current_descriptions(warehouse)["local"]["run_id"] == first.run_id
+
+
+def test_the_evidence_tallies_solved_per_domain_and_kind() -> None:
+    trials = [{"domain": "weather", "kinds": "lookup", "solved": True, "ended_by": "user_stop", "turns": 2,
+               "format_errors": 0},
+              {"domain": "weather", "kinds": "write", "solved": False, "ended_by": "turn_limit", "turns": 8,
+               "format_errors": 3},
+              {"domain": "retail", "kinds": "lookup", "solved": False, "ended_by": "user_stop", "turns": 1,
+               "format_errors": 0}]
+    text = evidence_text(trials)
+    assert "Solved per domain: retail 0/1; weather 1/2" in text
+    assert "Solved per task kind: lookup 1/2; write 0/1" in text
