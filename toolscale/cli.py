@@ -14,7 +14,7 @@ import sys
 import traceback
 from typing import NoReturn
 
-from toolscale import cli_prefs
+from toolscale import cli_eval, cli_prefs
 from toolscale.cli_llm import add_parsers as add_llm_parsers
 from toolscale.options import (UsageError, check_domains_dir, check_warehouse_source, fraction, int_at_least,
                                json_object)
@@ -189,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_export)
     add_llm_parsers(sub)
     cli_prefs.add_parsers(sub)
+    cli_eval.add_parsers(sub)
     return parser
 
 

@@ -66,18 +66,18 @@ def task_kinds(warehouse: str | Path, snapshot_id: str) -> dict[str, str]:
 
 
 def run_measured(env: Environment, task: TrainingTask, policy: Policy) -> MeasuredEpisode:
-    """One episode with the scripted user. For an ``LLMPolicy`` the agent's tokens, priced cost and measured
-    latency come from the client's call records made during this episode."""
+    """One episode with the scripted user. For an ``LLMPolicy`` the agent's priced cost and measured latency come
+    from the client's call records made during this episode; tokens from any policy that counts them."""
     client = policy.client if isinstance(policy, LLMPolicy) else None
     first = len(client.records) if client is not None else 0
-    tokens_before = (policy.prompt_tokens, policy.completion_tokens) if isinstance(policy, LLMPolicy) else (0, 0)
+    before = (getattr(policy, "prompt_tokens", 0), getattr(policy, "completion_tokens", 0))
     start = time.perf_counter()
     result = env.run(task, policy, ScriptedUser(task))
     wall = time.perf_counter() - start
-    if client is None:
-        return MeasuredEpisode(result, 0, 0, 0.0, wall)
+    used = (getattr(policy, "prompt_tokens", 0) - before[0], getattr(policy, "completion_tokens", 0) - before[1])
+    if client is None:  # a local checkpoint: no price per token, its time is the wall time of the episode
+        return MeasuredEpisode(result, used[0], used[1], 0.0, wall)
     records = client.records[first:]
     cost = sum(r.cost_usd or 0.0 for r in records)  # an unpriced endpoint's calls count as 0 here
     latency = sum(r.latency_s for r in records)
-    return MeasuredEpisode(result, policy.prompt_tokens - tokens_before[0],
-                           policy.completion_tokens - tokens_before[1], cost, latency)
+    return MeasuredEpisode(result, used[0], used[1], cost, latency)
