@@ -17,8 +17,9 @@ DEAD_PORT = 5903  # nothing listens here
 def serve_local() -> Iterator[Endpoint]:
     endpoint = load_endpoints().get("local-smollm2")
     base = server_command(endpoint, SERVER_PORT)
-    # llama.cpp's default 2,048-token context is shorter than an episode's system prompt with the tool schemas
-    command = ServerCommand([*base.argv, "--n_ctx", "8192"], base.endpoint)
+    # llama.cpp's default 2,048-token context is shorter than an episode's system prompt with the tool schemas;
+    # two threads, not its default of half the cores, because the long prompt dominates the test's time
+    command = ServerCommand([*base.argv, "--n_ctx", "6144", "--n_threads", "2"], base.endpoint)
     with ManagedServer(endpoint, startup_timeout_s=120, command=command) as server:
         yield server.endpoint
 

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (pip install -e .[llm])")
 
 from inference.endpoints import Endpoint  # noqa: E402
-from tests.train.llm_registry import serve_local, write_registry  # noqa: E402
+from tests.train.llm_registry import DEAD_PORT, serve_local, write_registry  # noqa: E402
 from train.describe import DescribeConfig, describe_llm_tools, evidence_text  # noqa: E402
 from warehouse.eval_store import current_descriptions  # noqa: E402
 
@@ -28,10 +28,10 @@ def served() -> Iterator[Endpoint]:
 
 def config(warehouse: Path, registry: Path, endpoints: list[str]) -> DescribeConfig:
     return DescribeConfig(warehouse=str(warehouse), registry=str(registry), endpoints=endpoints, writer="local",
-                          tasks=2, max_turns=2, agent_max_tokens=48, writer_max_tokens=60, timeout_s=180)
+                          tasks=2, max_turns=1, agent_max_tokens=48, writer_max_tokens=60, timeout_s=180)
 
 
-def test_describe_records_evidence_and_keeps_the_previous_description_of_an_unreachable_endpoint(
+def test_describe_stores_evidence_then_an_unreachable_endpoint_keeps_its_description(
         served: Endpoint, snapshot_warehouse: str, tmp_path: Path) -> None:
     warehouse = tmp_path / "wh.duckdb"
     shutil.copyfile(snapshot_warehouse, warehouse)
@@ -56,31 +56,21 @@ def test_describe_records_evidence_and_keeps_the_previous_description_of_an_unre
         messages = json.loads(trajectory)
         assert messages[0]["role"] == "system" and any(m["role"] == "assistant" for m in messages)
 
-    # the local endpoint now stands for a server that is gone: the old description must survive
-    second = describe_llm_tools(config(warehouse, registry, ["dead"]), progress=lambda m: None)
-    assert second.endpoints[0].status == "unreachable" and "unreachable" in second.endpoints[0].reason
+    # the same endpoint name now points where nothing answers, beside an endpoint that never answered
+    registry.write_text(registry.read_text().replace(served.base_url, f"http://127.0.0.1:{DEAD_PORT}/v1"))
+    second = describe_llm_tools(config(warehouse, registry, ["local", "dead"]), progress=lambda m: None)
+    assert [(o.endpoint, o.status) for o in second.endpoints] == [("local", "unreachable"), ("dead", "unreachable")]
+    assert "unreachable" in second.endpoints[0].reason
+    assert second.endpoints[0].description == local.description  # reported as kept
     current = current_descriptions(warehouse)
-    assert current["local"]["description"] == local.description
+    assert current["local"]["run_id"] == first.run_id and current["local"]["description"] == local.description
     assert "dead" not in current
     con = duckdb.connect(str(warehouse), read_only=True)
-    row = con.execute("SELECT status, description, trials FROM llm_tool_descriptions WHERE run_id = ?",
-                      [second.run_id]).fetchone()
+    rows = con.execute("SELECT endpoint, status, description, trials FROM llm_tool_descriptions WHERE run_id = ? "
+                       "ORDER BY endpoint", [second.run_id]).fetchall()
+    new_trials = con.execute("SELECT COUNT(*) FROM llm_tool_trials WHERE run_id = ?", [second.run_id]).fetchone()
     con.close()
-    assert row == ("unreachable", None, 0)
-
-
-def test_unreachable_keeps_a_previous_description_of_the_same_endpoint(served: Endpoint, snapshot_warehouse: str,
-                                                                       tmp_path: Path) -> None:
-    warehouse = tmp_path / "wh.duckdb"
-    shutil.copyfile(snapshot_warehouse, warehouse)
-    registry = write_registry(tmp_path, served)
-    first = describe_llm_tools(config(warehouse, registry, ["local"]), progress=lambda m: None)
-    # the same endpoint name, now pointing where nothing answers
-    registry.write_text(registry.read_text().replace(served.base_url, "http://127.0.0.1:5903/v1"))
-    second = describe_llm_tools(config(warehouse, registry, ["local"]), progress=lambda m: None)
-    assert second.endpoints[0].status == "unreachable"
-    assert second.endpoints[0].description == first.endpoints[0].description  # reported as kept
-    assert current_descriptions(warehouse)["local"]["run_id"] == first.run_id
+    assert rows == [("dead", "unreachable", None, 0), ("local", "unreachable", None, 0)] and new_trials == (0,)
 
 
 def test_the_evidence_tallies_solved_per_domain_and_kind() -> None:

@@ -44,7 +44,7 @@ def test_toolscale_evaluate_reports_plots_and_stores_rows(served: Endpoint, snap
     shutil.copyfile(snapshot_warehouse, warehouse)
     registry = write_registry(tmp_path, served)
     code = main(["evaluate", "local", "--registry", str(registry), "--warehouse", str(warehouse), "--limit", "3",
-                 "--expert", "local", "--max-turns", "2", "--max-tokens", "48", "--timeout", "180",
+                 "--expert", "local", "--max-turns", "1", "--max-tokens", "48", "--timeout", "180",
                  "--out", str(tmp_path / "plots"), "--quiet"])
     out = capsys.readouterr().out
     assert code == 0, out
