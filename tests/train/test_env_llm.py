@@ -15,9 +15,9 @@ from inference.client import LLMClient  # noqa: E402
 from inference.endpoints import Endpoint, load_endpoints  # noqa: E402
 from inference.pricing import synthetic_schedules  # noqa: E402
 from inference.server import ManagedServer  # noqa: E402
-from train.env import EnvConfig, Environment  # noqa: E402
+from train.env import ENDINGS, EnvConfig, Environment  # noqa: E402
 from train.experts import ExpertPool, ExpertSpec  # noqa: E402
-from train.policies import ScriptedPolicy, tool_call_text  # noqa: E402
+from train.policies import LLMPolicy, ScriptedPolicy, tool_call_text  # noqa: E402
 from train.tasks import TrainingSet, load_training_set  # noqa: E402
 from train.user_sim import LLMUser, ScriptedUser  # noqa: E402
 
@@ -82,3 +82,16 @@ def test_the_llm_user_plays_the_scenario_and_the_episode_ends(served: Endpoint, 
     assert result.ended_by in ("user_stop", "turn_limit") and not user.errors
     assert task.user_scenario["instructions"]["reason_for_call"] in user.history[0]["content"]
     assert any(m["role"] == "user" for m in result.messages[2:])  # the model's replies reached the agent
+
+
+def test_smollm2_as_the_agent_runs_an_episode_that_ends_and_is_counted(served: Endpoint, data: TrainingSet,
+                                                                       tmp_path: Path) -> None:
+    task = data.tasks[2]
+    with LLMClient(served, cache_dir=tmp_path, stage="orchestrator") as client:
+        policy = LLMPolicy(client, task.task_id, params={"temperature": 0.0, "max_tokens": 48})
+        result = Environment(EnvConfig(max_turns=1), SCHEDULES).run(task, policy, ScriptedUser(task))
+        assert len(client.records) == result.turns and policy.completion_tokens > 0
+    assert result.ended_by in ENDINGS and result.turns == 1 and result.error is None
+    said = [m for m in result.messages if m["role"] == "assistant"]
+    assert len(said) == result.turns  # every model turn is in the transcript and was read one way or another
+    assert result.format_errors == len(result.format_error_reasons)
