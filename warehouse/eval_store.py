@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from warehouse.pricing_store import atomic_edit
+from warehouse.errors import WarehouseError
 from warehouse.reader import connect_readonly
 from warehouse.writer import _insert
 
@@ -64,15 +65,15 @@ def current_descriptions(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def eval_run_episodes(path: str | Path, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One stored evaluation run and its episodes (features decoded); ``KeyError`` naming the run when absent."""
+    """One stored evaluation run and its episodes (features decoded); ``WarehouseError`` naming the run when absent."""
     con = connect_readonly(path)
     try:
         if not _has_table(con, "eval_runs"):
-            raise KeyError(f"no evaluation run {run_id!r}: {path} has no eval_runs table")
+            raise WarehouseError(f"no evaluation run {run_id!r}: {path} has no eval_runs table")
         cur = con.execute("SELECT * FROM eval_runs WHERE run_id = ?", [run_id])
         row = cur.fetchone()
         if row is None:
-            raise KeyError(f"no evaluation run {run_id!r} in {path}")
+            raise WarehouseError(f"no evaluation run {run_id!r} in {path}")
         run = dict(zip([d[0] for d in cur.description], row))
         cur = con.execute("SELECT * FROM eval_episodes WHERE run_id = ? ORDER BY task_id", [run_id])
         names = [d[0] for d in cur.description]

@@ -1,4 +1,5 @@
-"""A real llama.cpp server for the evaluation tests, and an endpoint registry file naming it and a dead endpoint."""
+"""A real llama.cpp server for the evaluation tests (one per session: the ``eval_server`` fixture in conftest.py),
+and an endpoint registry file naming it and a dead endpoint."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ DEAD_PORT = 5903  # nothing listens here
 def serve_local() -> Iterator[Endpoint]:
     endpoint = load_endpoints().get("local-smollm2")
     base = server_command(endpoint, SERVER_PORT)
-    # llama.cpp's default 2,048-token context is shorter than an episode's system prompt with the tool schemas;
-    # two threads, not its default of half the cores, because the long prompt dominates the test's time
-    command = ServerCommand([*base.argv, "--n_ctx", "6144", "--n_threads", "2"], base.endpoint)
+    # llama.cpp's default 2,048-token context is shorter than an episode's system prompt with the tool schemas.
+    # That prompt (about 3,000 tokens) dominates the tests' time, so the server keeps evaluated prompt states in
+    # RAM (--cache): describe and evaluate episodes over one domain's full catalog share it and read it once.
+    command = ServerCommand([*base.argv, "--n_ctx", "6144", "--n_threads", "2", "--cache", "true"], base.endpoint)
     with ManagedServer(endpoint, startup_timeout_s=120, command=command) as server:
         yield server.endpoint
 

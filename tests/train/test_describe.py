@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -14,7 +13,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (pip install -e .[llm])")
 
 from inference.endpoints import Endpoint  # noqa: E402
-from tests.train.llm_registry import DEAD_PORT, serve_local, write_registry  # noqa: E402
+from tests.train.llm_registry import DEAD_PORT, write_registry  # noqa: E402
 from train.describe import DescribeConfig, describe_llm_tools, evidence_text  # noqa: E402
 from warehouse.eval_store import current_descriptions  # noqa: E402
 
@@ -22,13 +21,13 @@ pytestmark = pytest.mark.llm
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[Endpoint]:
-    yield from serve_local()
+def served(eval_server: Endpoint) -> Endpoint:
+    return eval_server
 
 
 def config(warehouse: Path, registry: Path, endpoints: list[str]) -> DescribeConfig:
     return DescribeConfig(warehouse=str(warehouse), registry=str(registry), endpoints=endpoints, writer="local",
-                          tasks=2, max_turns=1, agent_max_tokens=48, writer_max_tokens=60, timeout_s=180)
+                          tasks=2, max_turns=1, agent_max_tokens=16, writer_max_tokens=40, timeout_s=180)
 
 
 def test_describe_stores_evidence_then_an_unreachable_endpoint_keeps_its_description(

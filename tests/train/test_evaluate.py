@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -15,10 +14,11 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not install
 
 from inference.endpoints import Endpoint  # noqa: E402
 from inference.pricing import HELDOUT_NAME  # noqa: E402
-from tests.train.llm_registry import serve_local, write_registry  # noqa: E402
+from tests.train.llm_registry import write_registry  # noqa: E402
 from toolscale.cli import main  # noqa: E402
 from train.evaluate import EvalConfig, evaluate_orchestrator, evaluation_split  # noqa: E402
 from train.tasks import load_training_set  # noqa: E402
+from warehouse.errors import WarehouseError  # noqa: E402
 from warehouse.tau2_package.build import task_splits  # noqa: E402
 
 pytestmark = pytest.mark.llm
@@ -26,8 +26,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[Endpoint]:
-    yield from serve_local()
+def served(eval_server: Endpoint) -> Endpoint:
+    return eval_server
 
 
 def test_the_derived_split_is_the_tau2_export_rule(snapshot_warehouse: str) -> None:
@@ -44,7 +44,7 @@ def test_toolscale_evaluate_reports_plots_and_stores_rows(served: Endpoint, snap
     shutil.copyfile(snapshot_warehouse, warehouse)
     registry = write_registry(tmp_path, served)
     code = main(["evaluate", "local", "--registry", str(registry), "--warehouse", str(warehouse), "--limit", "3",
-                 "--expert", "local", "--max-turns", "1", "--max-tokens", "48", "--timeout", "180",
+                 "--max-turns", "1", "--max-tokens", "16", "--timeout", "180",
                  "--out", str(tmp_path / "plots"), "--quiet"])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -63,7 +63,7 @@ def test_toolscale_evaluate_reports_plots_and_stores_rows(served: Endpoint, snap
     assert run[2] == pytest.approx(sum(e[2] for e in episodes) / 3)
     assert run[6] == pytest.approx(run[2])  # accuracy-first P, own baseline: Eq. 6 is the accuracy
     tools = json.loads(run[5])
-    assert "expert-1" in tools and all(len(json.loads(e[5])) == len(tools) + 3 for e in episodes)
+    assert all(len(json.loads(e[5])) == len(tools) + 3 for e in episodes)
     plots = json.loads(run[4])
     for key in ("tool_usage", "accuracy_cost"):
         path = Path(plots[key])
@@ -74,5 +74,6 @@ def test_a_missing_baseline_fails_before_any_episode(snapshot_warehouse: str, tm
     warehouse = tmp_path / "wh.duckdb"
     shutil.copyfile(snapshot_warehouse, warehouse)
     cfg = EvalConfig(warehouse=str(warehouse), model="no-such-endpoint", baseline_run="eval-nope", limit=1)
-    with pytest.raises(KeyError, match="eval-nope"):
+    with pytest.raises(WarehouseError, match="no evaluation run 'eval-nope'"):
         evaluate_orchestrator(cfg, progress=lambda m: None)
+    assert main(["evaluate", "no-such-endpoint", "--baseline", "eval-nope", "--warehouse", str(warehouse)]) == 2
