@@ -133,8 +133,8 @@ def evaluate_orchestrator(cfg: EvalConfig, progress: Any = print) -> EvalReport:
         raise ValueError(f"snapshot {data.snapshot_id} has no tasks in its evaluation split")
     baseline = None
     if cfg.baseline_run:  # read first: a missing baseline fails before any episode runs
-        _, rows = eval_run_episodes(cfg.warehouse, cfg.baseline_run)
-        baseline = [EpisodeFeatures(r["tool_calls"], r["solved"], r["cost_usd"], r["latency_s"]) for r in rows]
+        _, stored = eval_run_episodes(cfg.warehouse, cfg.baseline_run)
+        baseline = [EpisodeFeatures(r["tool_calls"], r["solved"], r["cost_usd"], r["latency_s"]) for r in stored]
     registry = load_endpoints(cfg.registry) if cfg.experts else None
     schedules = synthetic_schedules(cfg.pricing_seed)
     run_id = datetime.now(timezone.utc).strftime("eval-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
@@ -158,7 +158,7 @@ def evaluate_orchestrator(cfg: EvalConfig, progress: Any = print) -> EvalReport:
     score = preference_score(feats, baseline if baseline is not None else feats, preference)
     report = summarise(cfg, run_id, source, data.snapshot_id, rule, runs, score)
     report.plots = draw_plots(report, Path(cfg.out_dir) / run_id, baseline_point(cfg))
-    store_eval(cfg.warehouse, rows(cfg, report, runs, feats, preference))
+    store_eval(cfg.warehouse, eval_rows(cfg, report, runs, feats, preference))
     return report
 
 
@@ -229,7 +229,7 @@ def draw_plots(report: EvalReport, folder: Path, baseline: tuple[str, float, flo
     return {"tool_usage": str(usage), "accuracy_cost": str(tradeoff)}
 
 
-def rows(cfg: EvalConfig, report: EvalReport, runs: list[MeasuredEpisode], feats: list[EpisodeFeatures],
+def eval_rows(cfg: EvalConfig, report: EvalReport, runs: list[MeasuredEpisode], feats: list[EpisodeFeatures],
          preference: Preference) -> EvalRows:
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     tools = list(report.calls_per_tool)
