@@ -14,7 +14,7 @@ import sys
 import traceback
 from typing import NoReturn
 
-from toolscale import cli_prefs
+from toolscale import cli_eval, cli_prefs
 from toolscale.cli_audit import add_parsers as add_audit_parsers
 from toolscale.cli_llm import add_parsers as add_llm_parsers
 from toolscale.options import (UsageError, check_domains_dir, check_external_site, check_warehouse_source, fraction, int_at_least,
@@ -194,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_llm_parsers(sub)
     cli_prefs.add_parsers(sub)
     add_audit_parsers(sub)
+    cli_eval.add_parsers(sub)
     return parser
 
 

@@ -48,3 +48,12 @@ def all_domains_warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
     result, _ = regenerate(cfg, progress=lambda m: None)
     assert result.status == "published"
     return cfg.warehouse
+
+
+@pytest.fixture(scope="session")
+def eval_server() -> Any:
+    """The real local llama.cpp server (SmolLM2-135M) shared by describe-llm-tools and evaluate-orchestrator tests."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (pip install -e .[llm])")
+    from tests.train.llm_registry import serve_local
+
+    yield from serve_local()

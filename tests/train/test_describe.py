@@ -1,0 +1,84 @@
+"""``describe-llm-tools`` end to end against the REAL local llama.cpp server (SmolLM2-135M), and an endpoint that
+does not answer: recorded as unreachable, its previous description kept."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (pip install -e .[llm])")
+
+from inference.endpoints import Endpoint  # noqa: E402
+from tests.train.llm_registry import DEAD_PORT, write_registry  # noqa: E402
+from train.describe import DescribeConfig, describe_llm_tools, evidence_text  # noqa: E402
+from warehouse.eval_store import current_descriptions  # noqa: E402
+
+pytestmark = pytest.mark.llm
+
+
+@pytest.fixture(scope="module")
+def served(eval_server: Endpoint) -> Endpoint:
+    return eval_server
+
+
+def config(warehouse: Path, registry: Path, endpoints: list[str]) -> DescribeConfig:
+    return DescribeConfig(warehouse=str(warehouse), registry=str(registry), endpoints=endpoints, writer="local",
+                          tasks=2, max_turns=1, agent_max_tokens=16, writer_max_tokens=40, timeout_s=180)
+
+
+def test_describe_stores_evidence_then_an_unreachable_endpoint_keeps_its_description(
+        served: Endpoint, snapshot_warehouse: str, tmp_path: Path) -> None:
+    warehouse = tmp_path / "wh.duckdb"
+    shutil.copyfile(snapshot_warehouse, warehouse)
+    registry = write_registry(tmp_path, served)
+
+    first = describe_llm_tools(config(warehouse, registry, ["local"]), progress=lambda m: None)
+    [local] = first.endpoints
+    assert local.status == "described" and local.trials == 2 and local.description
+    con = duckdb.connect(str(warehouse), read_only=True)
+    trials = con.execute("SELECT trial_id, task_id, domain, kinds, ended_by, prompt_tokens, completion_tokens, "
+                         "latency_s, trajectory_json, error FROM llm_tool_trials WHERE run_id = ? ORDER BY trial_id",
+                         [first.run_id]).fetchall()
+    stored = con.execute("SELECT evidence_trial_ids_json, description, model FROM llm_tool_descriptions "
+                         "WHERE run_id = ?", [first.run_id]).fetchone()
+    con.close()
+    assert [t[0] for t in trials] == json.loads(stored[0]) == local.evidence_trial_ids
+    assert stored[1] == local.description and stored[2] == "SmolLM2-135M-Instruct"
+    for _, task_id, domain, kinds, ended_by, prompt_tokens, completion_tokens, latency, trajectory, error in trials:
+        assert domain == "weather" and kinds and task_id, ended_by
+        assert ended_by != "policy_error", error
+        assert prompt_tokens > 0 and completion_tokens > 0 and latency > 0  # the model really ran
+        messages = json.loads(trajectory)
+        assert messages[0]["role"] == "system" and any(m["role"] == "assistant" for m in messages)
+
+    # the same endpoint name now points where nothing answers, beside an endpoint that never answered
+    registry.write_text(registry.read_text().replace(served.base_url, f"http://127.0.0.1:{DEAD_PORT}/v1"))
+    second = describe_llm_tools(config(warehouse, registry, ["local", "dead"]), progress=lambda m: None)
+    assert [(o.endpoint, o.status) for o in second.endpoints] == [("local", "unreachable"), ("dead", "unreachable")]
+    assert "unreachable" in second.endpoints[0].reason
+    assert second.endpoints[0].description == local.description  # reported as kept
+    current = current_descriptions(warehouse)
+    assert current["local"]["run_id"] == first.run_id and current["local"]["description"] == local.description
+    assert "dead" not in current
+    con = duckdb.connect(str(warehouse), read_only=True)
+    rows = con.execute("SELECT endpoint, status, description, trials FROM llm_tool_descriptions WHERE run_id = ? "
+                       "ORDER BY endpoint", [second.run_id]).fetchall()
+    new_trials = con.execute("SELECT COUNT(*) FROM llm_tool_trials WHERE run_id = ?", [second.run_id]).fetchone()
+    con.close()
+    assert rows == [("dead", "unreachable", None, 0), ("local", "unreachable", None, 0)] and new_trials == (0,)
+
+
+def test_the_evidence_tallies_solved_per_domain_and_kind() -> None:
+    trials = [{"domain": "weather", "kinds": "lookup", "solved": True, "ended_by": "user_stop", "turns": 2,
+               "format_errors": 0},
+              {"domain": "weather", "kinds": "write", "solved": False, "ended_by": "turn_limit", "turns": 8,
+               "format_errors": 3},
+              {"domain": "retail", "kinds": "lookup", "solved": False, "ended_by": "user_stop", "turns": 1,
+               "format_errors": 0}]
+    text = evidence_text(trials)
+    assert "Solved per domain: retail 0/1; weather 1/2" in text
+    assert "Solved per task kind: lookup 1/2; write 0/1" in text
