@@ -37,6 +37,9 @@ class TrainingTask:
     gold_calls: tuple[ToolCall, ...]
     communicate_info: tuple[str, ...] = ()
     preference: dict[str, Any] | None = None  # None: the accuracy-first default
+    schedule_id: str | None = None  # the pricing schedule drawn for this instance (train/trainset.py)
+    cost_scale: float = 1.0  # that schedule's prices relative to the nominal table, applied to every tool's cost
+    latency_scale: float = 1.0
 
     def verifiable(self) -> VerifiableTask:
         return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info)

@@ -11,6 +11,7 @@ from sqlmodel import SQLModel, create_engine
 from warehouse import models  # noqa: F401 - registers the tables on SQLModel.metadata
 from warehouse import llm_models  # noqa: F401 - the LLM layer's tables (llm_calls)
 from warehouse import pricing_models  # noqa: F401 - pricing schedules and preference pairs
+from warehouse import train_models  # noqa: F401 - training runs and their steps
 
 VIEWS = {
     "latest_tasks": """
