@@ -58,5 +58,6 @@ def test_every_table_and_view_column_is_documented_with_its_type(real_warehouse:
 
 def test_the_parser_sees_every_section() -> None:
     doc = documented()
-    assert len(doc) == 11 and all(doc.values())
+    assert len(doc) == 21 and all(doc.values())
     assert ("quality_json", "VARCHAR") in doc["snapshots"] and ("root_id", "VARCHAR") in doc["evolution_lineage"]
+    assert ("final_checkpoint", "VARCHAR") in doc["training_runs"] and ("loss", "DOUBLE") in doc["training_steps"]
