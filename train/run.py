@@ -5,7 +5,8 @@
 The run id and output dir come from the snapshot, the profile and a hash of the config
 (``<output-root>/train-<profile>-<snapshot>-<hash>``): a rerun of the same command after a kill finds the same
 folder and resumes from its last checkpoint. The ``training_runs`` row is written when the run starts, at each
-checkpoint (with the steps logged so far) and at the end; ``flows/train.py`` wraps this job for Prefect.
+checkpoint (with the steps logged so far) and at the end; ``flows/train_orchestrator.py`` wraps this job for
+Prefect.
 """
 
 from __future__ import annotations

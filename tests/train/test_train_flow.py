@@ -20,7 +20,7 @@ from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey,
                                            DeploymentFilter, DeploymentFilterId)
 
-from flows.train import ARTIFACT_KEY
+from flows.train_orchestrator import ARTIFACT_KEY
 from tests.flows.test_regenerate_flow import _free_port, _prefect, _start, _stop
 from tests.train.conftest import MODEL_CACHE, REPO
 from train.episode import EpisodeLimits, run_episodes, start_episode

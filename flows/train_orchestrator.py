@@ -1,11 +1,14 @@
 """Prefect flow ``train-orchestrator``: the plain job in ``train.run`` (GRPO from a published snapshot) as one flow run.
 
-    from flows.train import train_flow
+    from flows.train_orchestrator import train_flow
     train_flow(profile="cpu-smoke", warehouse="warehouse/toolscale.duckdb")
 
 or as the ``cpu-smoke`` / ``h100`` deployments in prefect.yaml
 (``prefect deployment run 'train-orchestrator/cpu-smoke' --watch``). A rerun with the same parameters resumes the
 same run from its last checkpoint. The run's markdown artifact links the reward-curve PNG saved beside it.
+
+Named train_orchestrator.py, not train.py: Prefect puts this folder first on ``sys.path`` when it loads the
+entrypoint, and a ``flows/train.py`` would shadow the ``train`` package.
 """
 
 from __future__ import annotations
