@@ -23,7 +23,8 @@ from train.run import TrainRunConfig, default_warehouse, run_training
 ARTIFACT_KEY = "train-orchestrator-run"
 
 
-@flow(name="train-orchestrator", log_prints=True)
+# no log_prints: a library on the datasets path prints bytecode listings to stdout, which would flood the run log
+@flow(name="train-orchestrator")
 def train_flow(profile: str = "cpu-smoke", snapshot: str = "latest", warehouse: str | None = None,
                output_root: str = "work/train", work_dir: str = "work", pricing_seed: int = 0,
                preference_run: str | None = None) -> dict[str, Any]:
