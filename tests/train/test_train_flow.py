@@ -31,7 +31,8 @@ from warehouse.train_store import read_training_run, read_training_steps
 JOB_TIMEOUT = 1800  # seconds; two smoke steps take ~30 s on an idle 2-core machine, far more when it is loaded
 
 
-def _only_run(warehouse: str) -> dict[str, Any] | None:
+def _only_run(warehouse: str, output_root: Path) -> dict[str, Any] | None:
+    """The one training run whose folder is under ``output_root`` (the shared snapshot may hold others)."""
     import duckdb
 
     try:
@@ -41,10 +42,12 @@ def _only_run(warehouse: str) -> dict[str, Any] | None:
     try:
         if not con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'training_runs'").fetchone():
             return None
-        row = con.execute("SELECT run_id FROM training_runs").fetchone()
+        rows = con.execute("SELECT run_id FROM training_runs WHERE starts_with(output_dir, ?)",
+                           [str(output_root)]).fetchall()
     finally:
         con.close()
-    return read_training_run(warehouse, row[0]) if row else None
+    assert len(rows) <= 1, rows
+    return read_training_run(warehouse, rows[0][0]) if rows else None
 
 
 def _plays_an_episode(checkpoint: str, warehouse: str) -> None:
@@ -81,7 +84,7 @@ def test_kill_9_after_the_first_checkpoint_then_a_rerun_resumes_from_it(snapshot
         first = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + JOB_TIMEOUT
-        while (run := _only_run(warehouse)) is None or run["global_step"] < 1:
+        while (run := _only_run(warehouse, tmp_path / "train")) is None or run["global_step"] < 1:
             assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "no checkpoint recorded in time"
             time.sleep(0.5)
@@ -91,7 +94,7 @@ def test_kill_9_after_the_first_checkpoint_then_a_rerun_resumes_from_it(snapshot
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
     assert first.returncode == -signal.SIGKILL
-    killed = _only_run(warehouse)
+    killed = _only_run(warehouse, tmp_path / "train")
     assert killed is not None and killed["status"] == "running" and killed["global_step"] == 1
     out = Path(killed["output_dir"])
     assert not (out / "checkpoint-2").exists()
@@ -158,7 +161,7 @@ def test_cpu_smoke_deployment_trains_on_a_real_server_through_a_process_worker(s
             (tmp_path / "worker.log").read_text()[-3000:]
         assert h100.parameters["profile"] == "h100" and h100.work_pool_name == smoke.work_pool_name
 
-        run = _only_run(snapshot_warehouse)
+        run = _only_run(snapshot_warehouse, tmp_path / "train")
         assert run is not None and run["profile"] == "cpu-smoke" and run["resumes"] == 0
         _check_recorded(snapshot_warehouse, run)
         (artifact,) = artifacts

@@ -93,7 +93,7 @@ def test_steps_are_upserted_and_a_measured_step_is_never_overwritten(tmp_path: P
     assert steps[1]["reward_mean"] is None and steps[1]["drop_format_error"] == 2  # NaN is stored as NULL
     con = duckdb.connect(str(path), read_only=True)
     try:
-        assert con.execute("SELECT count(*) FROM training_runs").fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM training_runs WHERE run_id = 'run-a'").fetchone() == (1,)
         assert con.execute("SELECT count(*) FROM snapshots WHERE status = 'published'").fetchone() == (1,)
     finally:
         con.close()
