@@ -60,13 +60,14 @@ def run_markdown(run: dict[str, Any], steps: list[dict[str, Any]]) -> str:
         f"- **status:** {run['status']}; **steps:** {run['global_step']} / {run['max_steps']}"
         + (f"; resumed {run['resumes']} time(s), last from `{run['resumed_from']}`" if run["resumes"] else ""),
         f"- **snapshot:** `{run['snapshot_id']}`; **profile:** `{run['profile']}`; **config** `{run['config_hash']}`",
-        f"- **instances:** {run['instances']}; **preference run:** `{run['preference_run_id'] or 'none (accuracy-first)'}`"
-        f"; **pricing seed:** {run['pricing_seed']} (training schedules only)",
+        f"- **instances:** {run['instances']}; "
+        f"**preference run:** `{run['preference_run_id'] or 'none (accuracy-first)'}`; "
+        f"**pricing seed:** {run['pricing_seed']} (training schedules only)",
         f"- **final checkpoint:** `{run['final_checkpoint']}`",
         f"- **reward curves:** `{run['reward_curve_png']}`",
         "",
-        "| step | reward mean | reward std | outcome rate | cost | completion tokens | dropped fmt / no-final / low-std "
-        "| loss | seconds |",
+        "| step | reward mean | reward std | outcome rate | cost | completion tokens "
+        "| dropped fmt / no-final / low-std | loss | seconds |",
         "|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for s in steps:

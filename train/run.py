@@ -172,12 +172,9 @@ def _step_of(checkpoint: str) -> int:
     return int(Path(checkpoint).name.split("-")[-1])
 
 
-def run_training(cfg: TrainRunConfig, progress: Callable[[str], None] = print,
-                 profile_override: Callable[[Profile], Profile] | None = None) -> TrainRunResult:
+def run_training(cfg: TrainRunConfig, progress: Callable[[str], None] = print) -> TrainRunResult:
     """Train (or resume) the run that ``cfg`` names, recording it in the warehouse; the final row and steps."""
     profile = load_profile(cfg.profile)
-    if profile_override is not None:
-        profile = profile_override(profile)
     built = build_training_set(cfg.warehouse, cfg.snapshot if cfg.snapshot != "latest" else profile.data.snapshot,
                                profile.data.domains, profile.data.max_tasks, cfg.pricing_seed, cfg.preference_run)
     recorder = _Recorder(cfg, profile, built, Path(cfg.output_root), progress)
@@ -188,7 +185,8 @@ def run_training(cfg: TrainRunConfig, progress: Callable[[str], None] = print,
         result = train(profile, cfg.warehouse, str(recorder.output_dir), cfg.work_dir, data=built.data,
                        callbacks=[recorder.callback()])
     except BaseException as exc:
-        recorder.write([], status="failed", error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        recorder.write([], status="failed", error=f"{type(exc).__name__}: {first}")
         raise
     final = result.checkpoints[-1] if result.checkpoints else None
     steps = steps_from_log(result.log_history, recorder.run_id, recorder.completions, recorder.seconds)
