@@ -19,6 +19,7 @@ import random
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,10 @@ def build_instances(data: TrainingSet, profile: Profile, tokenizer: Any) -> tupl
     rng = random.Random(profile.data.seed)
     instances, dropped, seen = [], Counter[str](), set()
     for task in data.tasks:
-        inst = Instance(task, instance_tools(data.tools[task.domain], task, profile.data.max_tools, rng),
-                        data.policies[task.domain])
+        tools = instance_tools(data.tools[task.domain], task, profile.data.max_tools, rng)
+        if (task.cost_scale, task.latency_scale) != (1.0, 1.0):  # the instance's own pricing schedule
+            tools = [replace(t, cost=t.cost * task.cost_scale, latency=t.latency * task.latency_scale) for t in tools]
+        inst = Instance(task, tools, data.policies[task.domain])
         key = prompt_key(inst.messages())
         if key in seen:
             dropped["duplicate_prompt"] += 1
@@ -146,15 +149,18 @@ def dry_run_profile(profile: Profile) -> Profile:
 
 
 def build_trainer(profile: Profile, warehouse: str, output_dir: str, work_dir: str,
-                  snapshot: str | None = None, processes: int | None = None) -> tuple[Any, list[Instance],
-                                                                                         Counter[str], RolloutTimer]:
+                  snapshot: str | None = None, processes: int | None = None,
+                  data: TrainingSet | None = None) -> tuple[Any, list[Instance], Counter[str], RolloutTimer]:
+    """The trainer over ``data`` (default: the snapshot's tasks as they are, accuracy-first, flat prices)."""
     from datasets import Dataset
     from trl import GRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     model_path = resolve_model(profile.model.name, work_dir)
     tokenizer = load_tokenizer(model_path)
-    data = load_training_set(warehouse, snapshot or profile.data.snapshot, profile.data.domains, profile.data.max_tasks)
+    if data is None:
+        data = load_training_set(warehouse, snapshot or profile.data.snapshot, profile.data.domains,
+                                 profile.data.max_tasks)
     instances, dropped = build_instances(data, profile, tokenizer)
     if not instances:
         raise ValueError(f"no usable task in snapshot {data.snapshot_id} ({dict(dropped)})")
@@ -173,7 +179,8 @@ def checkpoints(output_dir: str | Path) -> list[str]:
 
 
 def train(profile: Profile, warehouse: str, output_dir: str, work_dir: str = "work",
-          snapshot: str | None = None) -> RunResult:
+          snapshot: str | None = None, data: TrainingSet | None = None,
+          callbacks: Sequence[Any] = ()) -> RunResult:
     """Train, checkpointing every ``save_steps``; resumes from the last checkpoint in ``output_dir`` if any."""
     from transformers import TrainerCallback
 
@@ -186,8 +193,10 @@ def train(profile: Profile, warehouse: str, output_dir: str, work_dir: str = "wo
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             step_seconds.append(time.perf_counter() - self.started)
 
-    trainer, _, dropped, timer = build_trainer(profile, warehouse, output_dir, work_dir, snapshot)
+    trainer, _, dropped, timer = build_trainer(profile, warehouse, output_dir, work_dir, snapshot, data=data)
     trainer.add_callback(StepClock())
+    for callback in callbacks:
+        trainer.add_callback(callback)
     previous = checkpoints(output_dir)
     trainer.train(resume_from_checkpoint=previous[-1] if previous else None)
     return RunResult(output_dir, trainer.state.global_step, checkpoints(output_dir), dict(dropped),

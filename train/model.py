@@ -116,3 +116,18 @@ class VLLMGenerator:
         results = [list(ids[:max_new_tokens]) for ids in completion_ids]
         self.generated_tokens += sum(len(r) for r in results)
         return results
+
+
+def load_checkpoint(path: str | Path) -> tuple[Any, Any]:
+    """A saved checkpoint (or a finished run's final one) as ``(model, tokenizer)``, ready for an episode.
+
+    The trainer saves the tokenizer beside the weights, so the checkpoint folder alone is enough; the model is
+    put in eval mode on CPU (move it with ``.to(...)`` for a GPU)."""
+    from transformers import AutoModelForCausalLM
+
+    folder = Path(path)
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(f"{folder} is not a checkpoint folder (no config.json)")
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    model.eval()
+    return model, load_tokenizer(str(folder))

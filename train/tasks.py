@@ -39,6 +39,9 @@ class TrainingTask:
     communicate_info: tuple[str, ...] = ()
     preference: dict[str, Any] | None = None  # None: the accuracy-first default
     user_scenario: dict[str, Any] | None = None  # tau2's user_scenario: persona and instructions (known_info, ...)
+    schedule_id: str | None = None  # the pricing schedule drawn for this instance (train/trainset.py)
+    cost_scale: float = 1.0  # that schedule's prices relative to the nominal table, applied to every tool's cost
+    latency_scale: float = 1.0
 
     @property
     def role(self) -> str | None:

@@ -8,7 +8,7 @@ import duckdb
 from sqlalchemy.engine import URL
 from sqlmodel import SQLModel, create_engine
 
-from warehouse import audit_models, eval_models, llm_models, models, pricing_models  # noqa: F401 - registers the tables
+from warehouse import audit_models, eval_models, llm_models, models, pricing_models, train_models  # noqa: F401
 
 VIEWS = {
     "latest_tasks": """

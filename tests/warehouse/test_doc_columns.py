@@ -61,3 +61,4 @@ def test_the_parser_sees_every_section() -> None:
     assert {"snapshots", "tasks", "latest_tasks", "llm_calls", "preference_pairs", "snapshot_audit"} <= set(doc)
     assert all(doc.values())
     assert ("quality_json", "VARCHAR") in doc["snapshots"] and ("root_id", "VARCHAR") in doc["evolution_lineage"]
+    assert ("final_checkpoint", "VARCHAR") in doc["training_runs"] and ("loss", "DOUBLE") in doc["training_steps"]

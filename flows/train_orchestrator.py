@@ -1,0 +1,43 @@
+"""Prefect flow ``train-orchestrator``: the plain job in ``train.run`` (GRPO from a published snapshot) as one flow run.
+
+    from flows.train_orchestrator import train_flow
+    train_flow(profile="cpu-smoke", warehouse="warehouse/toolscale.duckdb")
+
+or as the ``cpu-smoke`` / ``h100`` deployments in prefect.yaml
+(``prefect deployment run 'train-orchestrator/cpu-smoke' --watch``). A rerun with the same parameters resumes the
+same run from its last checkpoint. The run's markdown artifact links the reward-curve PNG saved beside it.
+
+Named train_orchestrator.py, not train.py: Prefect puts this folder first on ``sys.path`` when it loads the
+entrypoint, and a ``flows/train.py`` would shadow the ``train`` package.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from train.run import TrainRunConfig, default_warehouse, run_training
+
+ARTIFACT_KEY = "train-orchestrator-run"
+
+
+# no log_prints: a library on the datasets path prints bytecode listings to stdout, which would flood the run log
+@flow(name="train-orchestrator")
+def train_flow(profile: str = "cpu-smoke", snapshot: str = "latest", warehouse: str | None = None,
+               output_root: str = "work/train", work_dir: str = "work", pricing_seed: int = 0,
+               preference_run: str | None = None) -> dict[str, Any]:
+    """Train an orchestrator with GRPO on ``snapshot`` (default the latest published) under ``profile``
+    (``cpu-smoke`` or ``h100``); ``warehouse``: default ``$TOOLSCALE_WAREHOUSE`` or warehouse/toolscale.duckdb;
+    ``preference_run``: a preference run id, ``none``, or the latest run when there is one."""
+    logger = get_run_logger()
+    cfg = TrainRunConfig(profile, warehouse or default_warehouse(), snapshot, output_root, work_dir, pricing_seed,
+                         preference_run)
+    # training runs in the flow-run process: one model, one writer of the warehouse
+    result = run_training(cfg, progress=logger.info)
+    run = result.run
+    create_markdown_artifact(markdown=result.markdown, key=ARTIFACT_KEY,
+                             description=f"training run {run['run_id']}: {run['status']} at step {run['global_step']}")
+    return {k: run[k] for k in ("run_id", "status", "global_step", "final_checkpoint", "reward_curve_png",
+                                "output_dir")} | {"steps_this_attempt": result.steps_this_attempt}

@@ -1,0 +1,115 @@
+"""The training job's pieces without training: per-instance preferences and TRAINING pricing schedules, the
+warehouse records (upsert rules, through the single writer) and the reward-curve PNG."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from inference.pricing import synthetic_schedules
+from synthesis.preferences.build import PreferenceConfig, build_and_store
+from train.report import plot_reward_curves, run_markdown
+from train.run import main, steps_from_log
+from train.trainset import build_training_set, preference_from_pair
+from warehouse.pricing_store import read_pairs
+from warehouse.train_store import read_training_run, read_training_steps, store_training
+
+
+@pytest.fixture(scope="module")
+def with_pairs(snapshot_warehouse: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A copy of the shared snapshot with a small preference run in it (the shared file stays pair-free)."""
+    path = tmp_path_factory.mktemp("pairs") / "wh.duckdb"
+    shutil.copyfile(snapshot_warehouse, path)
+    build_and_store(PreferenceConfig(count=12, seed=0), path)
+    return str(path)
+
+
+def test_without_pairs_every_instance_is_accuracy_first_on_a_training_schedule(snapshot_warehouse: str) -> None:
+    built = build_training_set(snapshot_warehouse, "latest", ["weather"], 6, pricing_seed=3)
+    schedules = synthetic_schedules(seed=3)
+    training = {s.schedule_id for s in schedules.training}
+    assert built.preference_run_id is None and len(built.draws) == len(built.data.tasks) == 6
+    assert all(t.preference is None and t.schedule_id in training for t in built.data.tasks)
+    assert not {d.schedule_id for d in built.draws} & {s.schedule_id for s in schedules.heldout}
+    assert len({(t.cost_scale, t.latency_scale) for t in built.data.tasks}) > 1  # schedules differ per instance
+    again = build_training_set(snapshot_warehouse, "latest", ["weather"], 6, pricing_seed=3)
+    assert again.draws == built.draws  # the seed decides the draws
+    assert build_training_set(snapshot_warehouse, "latest", ["weather"], 6, pricing_seed=4).draws != built.draws
+
+
+def test_pairs_give_each_instance_its_vector_and_instruction(with_pairs: str) -> None:
+    built = build_training_set(with_pairs, "latest", ["weather"], 5, pricing_seed=0)
+    pairs = {p["pair_id"]: p for p in read_pairs(with_pairs, split="train")}
+    assert built.preference_run_id is not None
+    for task, draw in zip(built.data.tasks, built.draws):
+        pair = pairs[draw.pair_id]  # only train-split pairs are drawn
+        assert task.preference == preference_from_pair(pair)
+        assert task.preference["outcome"] == pair["vector"][-3] and task.preference["latency"] == pair["vector"][-1]
+        assert task.instruction.endswith(pair["instruction"])
+        assert draw.schedule_id == pair["schedule_id"]  # the pair's own schedule is a training one (seed 0)
+    none = build_training_set(with_pairs, "latest", ["weather"], 5, preference_run="none")
+    assert all(t.preference is None for t in none.data.tasks)
+
+
+def test_a_pair_whose_vector_does_not_fit_its_tools_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="pair-x: vector has 3 entries for 2 tools"):
+        preference_from_pair({"pair_id": "pair-x", "tools": ["a", "b"], "vector": [1.0, 0.0, 0.0]})
+
+
+def _run_row(run_id: str, status: str = "running") -> dict[str, object]:
+    now = datetime(2026, 11, 30, 12, 0)
+    return {"run_id": run_id, "snapshot_id": "ts-x", "profile": "cpu-smoke", "config_hash": "abc",
+            "config_json": "{}", "code_version": "c", "status": status, "output_dir": "/o", "started_at": now,
+            "updated_at": now, "finished_at": None, "global_step": 1, "max_steps": 2, "resumes": 0,
+            "resumed_from": None, "checkpoints_json": "[]", "final_checkpoint": None, "instances": 4,
+            "dropped_json": "{}", "preference_run_id": None, "pricing_seed": 0, "reward_curve_png": None,
+            "error": None}
+
+
+LOG = [{"step": 1, "reward": 0.5, "reward_std": 0.25, "episode/solved_rate": 0.5, "episode/cost": 0.001,
+        "completions/mean_length": 20.0, "num_tokens": 900.0, "filter/format_error": 1.0,
+        "filter/no_final_output": 0.0, "filter/low_std_group": 2.0, "filter/groups_dropped": 1.0, "loss": 0.1,
+        "learning_rate": 1e-6},
+       {"step": 2, "reward": float("nan"), "reward_std": float("nan"), "filter/format_error": 2.0, "loss": 0.0},
+       {"step": 2, "train_runtime": 12.0}]
+
+
+def test_steps_are_upserted_and_a_measured_step_is_never_overwritten(tmp_path: Path, snapshot_warehouse: str) -> None:
+    path = tmp_path / "wh.duckdb"
+    shutil.copyfile(snapshot_warehouse, path)
+    first = steps_from_log(LOG[:1], "run-a", 2, {1: 3.5})
+    assert first[0]["completion_tokens"] == 40.0 and first[0]["drop_low_std_group"] == 2
+    store_training(path, _run_row("run-a"), first)
+    # after a resume step 1 comes back from the checkpoint's log without a clock: its seconds stay
+    store_training(path, _run_row("run-a", "finished"), steps_from_log(LOG, "run-a", 2, {2: 4.0}))
+    run = read_training_run(path, "run-a")
+    steps = read_training_steps(path, "run-a")
+    assert run is not None and run["status"] == "finished"
+    assert [(s["step"], s["seconds"]) for s in steps] == [(1, 3.5), (2, 4.0)]
+    assert steps[1]["reward_mean"] is None and steps[1]["drop_format_error"] == 2  # NaN is stored as NULL
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM training_runs WHERE run_id = 'run-a'").fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM snapshots WHERE status = 'published'").fetchone() == (1,)
+    finally:
+        con.close()
+
+
+def test_reward_curves_png_and_markdown(tmp_path: Path) -> None:
+    steps = steps_from_log(LOG, "run-b", 2, {1: 2.0, 2: 3.0})
+    png = plot_reward_curves(steps, tmp_path / "curves" / "reward_curves.png", "run-b")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+    row = _run_row("run-b", "finished") | {"reward_curve_png": str(png)}
+    text = run_markdown(row, steps)
+    assert str(png) in text and "| 1 | 0.500 | 0.250 | 0.500 |" in text and "| 2 | - |" in text
+
+
+def test_a_bad_snapshot_is_one_error_line(snapshot_warehouse: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--warehouse", snapshot_warehouse, "--snapshot", "ts-nope", "--output-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: no snapshot 'ts-nope' in the warehouse"

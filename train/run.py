@@ -1,0 +1,231 @@
+"""The plain training job: a GRPO run from a published snapshot, recorded in the warehouse, resumable after a kill.
+
+    python -m train.run --profile cpu-smoke --warehouse warehouse/toolscale.duckdb
+
+The run id and output dir come from the snapshot, the profile and a hash of the config
+(``<output-root>/train-<profile>-<snapshot>-<hash>``): a rerun of the same command after a kill finds the same
+folder and resumes from its last checkpoint. The ``training_runs`` row is written when the run starts, at each
+checkpoint (with the steps logged so far) and at the end; ``flows/train_orchestrator.py`` wraps this job for
+Prefect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from train.grpo import checkpoints, train
+from train.profiles import Profile, load_profile
+from train.report import plot_reward_curves, run_markdown
+from train.trainset import BuiltSet, build_training_set
+from warehouse.errors import WarehouseError
+from warehouse.train_store import read_training_run, read_training_steps, store_training
+
+ROOT = Path(__file__).resolve().parent.parent
+CURVES_PNG = "reward_curves.png"
+
+
+def default_warehouse() -> str:
+    return os.environ.get("TOOLSCALE_WAREHOUSE", "warehouse/toolscale.duckdb")
+
+
+@dataclass
+class TrainRunConfig:
+    """What a caller chooses; everything else comes from the profile."""
+
+    profile: str = "cpu-smoke"  # a profile name (train/profiles/) or a YAML path
+    warehouse: str = field(default_factory=default_warehouse)
+    snapshot: str = "latest"  # a snapshot id or latest (published only)
+    output_root: str = "work/train"
+    work_dir: str = "work"  # cache of converted models
+    pricing_seed: int = 0
+    preference_run: str | None = None  # a preference run id, "none", or None for the latest run if any
+
+
+@dataclass
+class TrainRunResult:
+    run: dict[str, Any]  # the final training_runs row
+    steps: list[dict[str, Any]]  # every training_steps row of the run
+    steps_this_attempt: int
+    markdown: str
+
+
+def train_code_version() -> str:
+    """A hash of the training code and profiles, recorded with each run (not part of its id)."""
+    h = hashlib.sha256()
+    for path in sorted((ROOT / "train").rglob("*")):
+        if path.suffix in (".py", ".yaml") and "__pycache__" not in path.parts:
+            h.update(str(path.relative_to(ROOT)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def run_config(profile: Profile, built: BuiltSet) -> dict[str, Any]:
+    """Everything that decides what the run trains on: its hash names the run."""
+    return {"snapshot_id": built.data.snapshot_id, "profile": dataclasses.asdict(profile),
+            "pricing_seed": built.pricing_seed, "preference_run_id": built.preference_run_id,
+            "draws": [d.to_dict() for d in built.draws]}
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def steps_from_log(log_history: list[dict[str, Any]], run_id: str, completions_per_step: int,
+                   seconds: dict[int, float]) -> list[dict[str, Any]]:
+    """``training_steps`` rows from the trainer's log (one entry per step with logging_steps 1)."""
+    rows = []
+    for entry in log_history:
+        if "reward" not in entry or "step" not in entry:
+            continue  # the end-of-training summary and other non-step entries
+        step = int(entry["step"])
+        length = _num(entry.get("completions/mean_length"))
+        rows.append({
+            "run_id": run_id, "step": step, "reward_mean": _num(entry.get("reward")),
+            "reward_std": _num(entry.get("reward_std")), "outcome_rate": _num(entry.get("episode/solved_rate")),
+            "cost_mean": _num(entry.get("episode/cost")),
+            "completion_tokens": None if length is None else length * completions_per_step,
+            "tokens_seen": _num(entry.get("num_tokens")),
+            "drop_format_error": int(entry.get("filter/format_error", 0)),
+            "drop_no_final_output": int(entry.get("filter/no_final_output", 0)),
+            "drop_low_std_group": int(entry.get("filter/low_std_group", 0)),
+            "groups_dropped": int(entry.get("filter/groups_dropped", 0)),
+            "loss": _num(entry.get("loss")), "learning_rate": _num(entry.get("learning_rate")),
+            "seconds": seconds.get(step), "recorded_at": _now()})
+    return rows
+
+
+class _Recorder:
+    """Keeps the run row and writes it, with the steps so far, through the single writer."""
+
+    def __init__(self, cfg: TrainRunConfig, profile: Profile, built: BuiltSet, output_dir: Path,
+                 progress: Callable[[str], None]) -> None:
+        self.cfg, self.profile, self.progress = cfg, profile, progress
+        config = run_config(profile, built)
+        digest = config_hash(config)
+        self.run_id = f"train-{profile.name}-{built.data.snapshot_id}-{digest}"
+        self.output_dir = output_dir / self.run_id
+        self.completions = profile.grpo.tasks_per_step * profile.grpo.num_generations
+        self.seconds: dict[int, float] = {}
+        previous = read_training_run(cfg.warehouse, self.run_id)
+        earlier = checkpoints(self.output_dir)
+        self.run: dict[str, Any] = {
+            "run_id": self.run_id, "snapshot_id": built.data.snapshot_id, "profile": profile.name,
+            "config_hash": digest, "config_json": json.dumps(config, sort_keys=True, default=str),
+            "code_version": train_code_version(), "status": "running", "output_dir": str(self.output_dir),
+            "started_at": previous["started_at"] if previous else _now(), "updated_at": _now(),
+            "finished_at": None, "global_step": _step_of(earlier[-1]) if earlier else 0,
+            "max_steps": profile.grpo.max_steps,
+            "resumes": (previous["resumes"] if previous else 0) + (1 if earlier else 0),
+            "resumed_from": earlier[-1] if earlier else None, "checkpoints_json": json.dumps(earlier),
+            "final_checkpoint": None, "instances": len(built.data.tasks), "dropped_json": "{}",
+            "preference_run_id": built.preference_run_id, "pricing_seed": built.pricing_seed,
+            "reward_curve_png": None, "error": None}
+
+    def write(self, log_history: list[dict[str, Any]], **changes: Any) -> list[dict[str, Any]]:
+        self.run.update(changes, updated_at=_now(), checkpoints_json=json.dumps(checkpoints(self.output_dir)))
+        steps = steps_from_log(log_history, self.run_id, self.completions, self.seconds)
+        if int(os.environ.get("RANK", "0")) == 0:  # under accelerate only the main process writes: one writer
+            store_training(self.cfg.warehouse, self.run, steps)
+        return steps
+
+    def callback(self) -> Any:
+        from transformers import TrainerCallback
+
+        recorder = self
+
+        class WarehouseCallback(TrainerCallback):  # type: ignore[misc]
+            def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                self.started = time.perf_counter()
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                recorder.seconds[state.global_step] = round(time.perf_counter() - self.started, 3)
+
+            def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                # one warehouse write per checkpoint: each write copies the whole file
+                recorder.write(state.log_history, global_step=state.global_step)
+                recorder.progress(f"step {state.global_step}: checkpoint saved and recorded")
+
+        return WarehouseCallback()
+
+
+def _step_of(checkpoint: str) -> int:
+    return int(Path(checkpoint).name.split("-")[-1])
+
+
+def run_training(cfg: TrainRunConfig, progress: Callable[[str], None] = print) -> TrainRunResult:
+    """Train (or resume) the run that ``cfg`` names, recording it in the warehouse; the final row and steps."""
+    profile = load_profile(cfg.profile)
+    built = build_training_set(cfg.warehouse, cfg.snapshot if cfg.snapshot != "latest" else profile.data.snapshot,
+                               profile.data.domains, profile.data.max_tasks, cfg.pricing_seed, cfg.preference_run)
+    recorder = _Recorder(cfg, profile, built, Path(cfg.output_root), progress)
+    progress(f"run {recorder.run_id}: {len(built.data.tasks)} tasks of snapshot {built.data.snapshot_id}"
+             + (f", resuming from {recorder.run['resumed_from']}" if recorder.run["resumed_from"] else ""))
+    recorder.write([])
+    try:
+        result = train(profile, cfg.warehouse, str(recorder.output_dir), cfg.work_dir, data=built.data,
+                       callbacks=[recorder.callback()])
+    except BaseException as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        recorder.write([], status="failed", error=f"{type(exc).__name__}: {first}")
+        raise
+    final = result.checkpoints[-1] if result.checkpoints else None
+    steps = steps_from_log(result.log_history, recorder.run_id, recorder.completions, recorder.seconds)
+    png = recorder.output_dir / CURVES_PNG
+    plot_reward_curves(steps, png, f"{recorder.run_id} ({profile.name})")
+    recorder.write(result.log_history, status="finished", finished_at=_now(), global_step=result.global_step,
+                   final_checkpoint=final, reward_curve_png=str(png), dropped_json=json.dumps(result.dropped),
+                   instances=len(built.data.tasks) - sum(result.dropped.values()))
+    stored = read_training_steps(cfg.warehouse, recorder.run_id)
+    run = read_training_run(cfg.warehouse, recorder.run_id) or recorder.run
+    markdown = run_markdown(run, stored)
+    (recorder.output_dir / "summary.md").write_text(markdown)
+    progress(f"run {recorder.run_id} finished at step {result.global_step}; curves in {png}")
+    return TrainRunResult(run, stored, len(result.step_seconds), markdown)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m train.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="cpu-smoke", help="profile name (train/profiles/) or YAML path")
+    parser.add_argument("--warehouse", default=default_warehouse())
+    parser.add_argument("--snapshot", default="latest", help="a published snapshot id, or latest")
+    parser.add_argument("--output-root", default="work/train", help="each run gets a folder under it")
+    parser.add_argument("--work-dir", default="work", help="cache for converted models")
+    parser.add_argument("--pricing-seed", type=int, default=0)
+    parser.add_argument("--preference-run", default=None, help="a preference run id, none, or (default) the latest")
+    args = parser.parse_args(argv)
+    cfg = TrainRunConfig(args.profile, args.warehouse, args.snapshot, args.output_root, args.work_dir,
+                         args.pricing_seed, args.preference_run)
+    try:
+        result = run_training(cfg, progress=lambda m: print(m, file=sys.stderr))
+    except (ValueError, OSError, WarehouseError) as exc:  # a bad profile, snapshot, warehouse or pair
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    run = result.run
+    print(json.dumps({"run_id": run["run_id"], "status": run["status"], "global_step": run["global_step"],
+                      "steps_this_attempt": result.steps_this_attempt, "resumed_from": run["resumed_from"],
+                      "final_checkpoint": run["final_checkpoint"], "reward_curve_png": run["reward_curve_png"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
