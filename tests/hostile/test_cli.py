@@ -122,7 +122,7 @@ def test_warehouse_that_is_a_folder_or_fifo_is_refused(untouched: Path, tmp_path
     folder.mkdir()
     fifo = tmp_path / "fifo.duckdb"
     os.mkfifo(fifo)
-    for target, why in ((folder, "is a directory"), (fifo, "not a regular file")):
+    for target, why in ((folder, "is a directory"), (fifo, "is a FIFO")):
         out = run_cli("regenerate", "--domains", "weather", "--warehouse", str(target),
                       "--work-dir", str(tmp_path / "w"), timeout=30)
         assert_one_error_line(out, 2, why)

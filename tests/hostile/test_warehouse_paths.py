@@ -332,7 +332,7 @@ def test_a_full_disk_is_refused_before_any_work(shared: Shared, tmpfs: Any) -> N
 def test_a_disk_that_fills_while_publishing_leaves_no_copy_and_the_warehouse_unchanged(shared: Shared,
                                                                                        tmpfs: Any) -> None:
     size = shared.path.stat().st_size
-    place = tmpfs("fills", 2 * size + 64 * 1024)  # room for the working copy, not for the new snapshot's blocks
+    place = tmpfs("fills", 2 * size + 4096)  # room for the working copy, not for the new snapshot's blocks
     path = copy_of(shared, place)
     before = listing(place)
     with pytest.raises(WarehouseError, match="could not publish snapshot .*the warehouse is unchanged") as caught:
