@@ -18,6 +18,7 @@ from synthesis.realism_audit import TaskFacts, publishable, task_figures
 from synthesis.realistic_tasks import base_candidate, evolve_realistic, is_converted
 from synthesis.task import Task, style_for
 from synthesis.toolgraph import ToolGraph
+from verifiers.types import TaskReport
 from verifiers.verify import check_task
 
 BASE_WEIGHTS = {"single_write": 2, "lookup_write": 3, "chain": 2, "conditional": 3, "question": 2,
@@ -60,8 +61,8 @@ def _base_candidate(graph: ToolGraph, rng: random.Random, seed: int) -> Task | N
     return Task(graph.spec.name, seed, reqs, style_for(rng))
 
 
-def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -> dict[str, Any]:
-    """Verify a candidate and describe it, verdicts included, as one flat record."""
+def admission(task: Task, graph: ToolGraph, threshold: float) -> tuple[TaskReport, bool, str, dict[str, Any] | None]:
+    """The verdict a candidate gets: verification, then (where the domain declares intents) the realism gate."""
     report = check_task(task.verifiable(), graph.engine)
     ok, reason = report.admissible(threshold)
     figures = None
@@ -69,6 +70,12 @@ def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -
         figures = task_figures(graph.engine, facts_of(task))
         if figures["converted"]:
             ok, reason = publishable(figures)
+    return report, ok, reason, figures
+
+
+def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -> dict[str, Any]:
+    """Verify a candidate and describe it, verdicts included, as one flat record."""
+    report, ok, reason, figures = admission(task, graph, threshold)
     write_tools = {t.name for t in graph.writes}
     calls = task.gold_calls
     return {

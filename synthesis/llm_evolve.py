@@ -22,14 +22,18 @@ from domains.registry import get_engine
 from inference.client import ChatRequest, LLMClient
 from inference.records import StageOutcome
 from synthesis.evolve import OPERATORS
+from synthesis.generate import admission
+from synthesis.realistic_tasks import add_forbidden, add_goal, is_converted
 from synthesis.task import THEN, Task
 from synthesis.toolgraph import ToolGraph
-from verifiers.verify import check_task
 
 STAGE = "evolve"
 # add_constraint rewrites the task's last request; the child keeps the parent's wording verbatim, so only
 # operators that add a request (or a distractor line) can be offered
 MENU_OPERATORS = ("add_entity", "add_conditional", "add_follow_up", "require_computed_figure", "add_distractor")
+# domains with users and intents evolve the way their regeneration does: the same user, one more goal or a
+# forbidden request
+REALISTIC_OPERATORS = {"add_goal": add_goal, "add_forbidden": add_forbidden}
 OPTIONS_PER_OPERATOR = 2
 MAX_OUTPUT_CHARS = 2000  # what is kept of a refused answer in llm_stage_rejections
 SYSTEM = ("You make customer-support tasks harder. You are shown a task and numbered options, each a change "
@@ -103,21 +107,25 @@ def _graph(domain: str, seed: int) -> ToolGraph:
     return ToolGraph(get_engine(domain, seed))
 
 
-def menu(task: Task, options_per_operator: int = OPTIONS_PER_OPERATOR) -> list[MenuOption]:
-    """The numbered ways to make ``task`` harder, each a ready child; built from the task's data, seeded by its id."""
+def menu(task: Task, options_per_operator: int = OPTIONS_PER_OPERATOR,
+         kill_threshold: float = 0.9) -> list[MenuOption]:
+    """The numbered ways to make ``task`` harder, each a ready child that passes the regeneration's admission
+    (verification, and the realism gate where the domain declares intents); built from the task's data, seeded
+    by its id."""
     graph = _graph(task.domain, task.seed)
+    operators = REALISTIC_OPERATORS if is_converted(graph) else {n: OPERATORS[n] for n in MENU_OPERATORS}
     out: list[MenuOption] = []
-    for name in MENU_OPERATORS:
+    for name, operator in operators.items():
         seen: set[str] = set()
         for attempt in range(options_per_operator * 2):  # a few extra draws: operators repeat themselves
             if len(seen) == options_per_operator:
                 break
-            made = OPERATORS[name](graph, task, random.Random(f"{task.task_id}:{name}:{attempt}"))
+            made = operator(graph, task, random.Random(f"{task.task_id}:{name}:{attempt}"))
             if made is None:
                 continue
             child = _as_child(task, made)
             text = _added_text(task, child)
-            if text and text not in seen:
+            if text and text not in seen and admission(child, graph, kill_threshold)[1]:
                 seen.add(text)
                 out.append(MenuOption(name, len(seen), text, child))
     return out
@@ -132,7 +140,7 @@ def parse_choice(text: str, options: list[MenuOption]) -> MenuOption | Rejection
         keys = sorted(data) if isinstance(data, dict) else type(data).__name__
         return Rejection("", "bad_shape", f"expected exactly the keys operator and option, got {keys}", text)
     operator, number = data["operator"], data["option"]
-    if not isinstance(operator, str) or operator not in OPERATORS:
+    if not isinstance(operator, str) or (operator not in OPERATORS and operator not in REALISTIC_OPERATORS):
         return Rejection("", "unknown_operator", f"operator {str(operator)[:80]!r} is not an evolution operator",
                          text)
     offered = [o for o in options if o.operator == operator]
@@ -148,7 +156,7 @@ def evolve_tasks(tasks: list[Task], llm: LLMClient, *, temperature: float = 0.2,
                  kill_threshold: float = 0.9) -> EvolveResult:
     """Ask ``llm`` to pick one harder variant per task and keep the choices whose child verifies."""
     result = EvolveResult()
-    menus = {t.task_id: menu(t) for t in tasks}
+    menus = {t.task_id: menu(t, kill_threshold=kill_threshold) for t in tasks}
     asked = [t for t in tasks if menus[t.task_id]]
     for t in tasks:
         if not menus[t.task_id]:
@@ -169,7 +177,7 @@ def evolve_tasks(tasks: list[Task], llm: LLMClient, *, temperature: float = 0.2,
         if isinstance(choice, Rejection):
             result.rejections.append(Rejection(task.task_id, choice.reason, choice.detail, text))
             continue
-        ok, why = check_task(choice.child.verifiable()).admissible(kill_threshold)
+        _, ok, why, _ = admission(choice.child, _graph(task.domain, task.seed), kill_threshold)
         if ok:
             result.accepted.append(choice.child)
         else:
@@ -188,7 +196,8 @@ def prompt(task: Task, options: list[MenuOption]) -> list[dict[str, str]]:
 def _as_child(parent: Task, made: Task) -> LLMEvolvedTask:
     return LLMEvolvedTask(domain=made.domain, seed=made.seed, requests=list(made.requests), style=made.style,
                           evolved_from=parent.task_id, operator=f"llm:{made.operator}", depth=made.depth,
-                          distractors=list(made.distractors), base_text=parent.reason_for_call(),
+                          distractors=list(made.distractors), persona=made.persona, user=made.user,
+                          identify_tools=made.identify_tools, base_text=parent.reason_for_call(),
                           base_requests=len(parent.requests))
 
 

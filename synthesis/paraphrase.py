@@ -1,8 +1,10 @@
 """The paraphrase stage: an LLM rewrites a task's user request in other words; the rewrite is kept only if every
 value the user needs survives verbatim and the task still verifies. Rejections are kept with their reasons.
 
-Values the user needs are: what the user knows (the task's known info), every gold-call argument the request
-spells out, and every token of the request that carries a digit (ids, dates, times, amounts).
+Values the user needs are: the record values each request spells out (a realistic request's ``says``: the region,
+the alert type, the date), what the user knows that the request repeats (the value of a fact "your X is Y" or
+"X: Y"), every gold-call argument the request spells out, and every token of the request that carries a digit
+(ids, dates, times, amounts). A request that names nothing ("how many feeds do I follow?") needs no value.
 """
 
 from __future__ import annotations
@@ -79,8 +81,12 @@ def required_values(task: Task) -> list[str]:
     """The strings a rewrite of ``task``'s request must contain verbatim, in order of first appearance."""
     original = task.reason_for_call()
     values: list[str] = []
+    values += [v for r in task.requests for v in r.says]
     known = task.instructions()["known_info"] or ""
-    values += [item.split(": ", 1)[1] for item in known.split("; ") if ": " in item]
+    for item in known.split("; "):
+        _, sep, value = item.partition(": ") if ": " in item else item.partition(" is ")
+        if sep and value:
+            values.append(value.strip())
     values += [show(v) for c in task.gold_calls for v in c.arguments.values()
                if v is not None and show(v) and show(v) in original]
     values += [m.group(0).rstrip(".:-/") for m in DIGITS.finditer(original)]

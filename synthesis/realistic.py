@@ -52,6 +52,18 @@ def _humanise(ctx: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def spelled_out(clause: str, ctx: dict[str, Any]) -> tuple[str, ...]:
+    """The context values that appear in ``clause`` as whole words, in order of appearance."""
+    found: dict[str, int] = {}
+    for v in ctx.values():
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)) or not str(v).strip():
+            continue
+        m = re.search(r"(?<![\w.])" + re.escape(str(v)) + r"(?![\w])", clause)
+        if m:
+            found.setdefault(str(v), m.start())
+    return tuple(sorted(found, key=lambda v: found[v]))
+
+
 def render(template: str, ctx: dict[str, Any], result: dict[str, Any] | None = None) -> str | None:
     """Fill a phrasing or a 'say' template; None if a slot has no value."""
     try:
@@ -192,7 +204,7 @@ class Realism:
         if not outcome.calls and not outcome.say and len(intent.outcomes) == 1:
             notes += ("forbidden=role",)  # nothing to do and nothing to say: a request the role may not make
         return Request("intent", clause, tuple(calls), tuple(say), known, entities=tuple(sorted(written, key=repr)),
-                       notes=notes)
+                       notes=notes, says=spelled_out(clause, shown))
 
     def forbidden_for_other(self, db: Database, person: dict[str, Any], rng: random.Random,
                             intents: list[Intent]) -> Request | None:
@@ -219,7 +231,8 @@ class Realism:
             if clause is None:
                 continue
             return Request("forbidden", clause, (), notes=("forbidden=other_owner", f"intent={intent.name}",
-                                                           "rule=Act only for the identified user."))
+                                                           "rule=Act only for the identified user."),
+                           says=spelled_out(clause, _humanise(ctx)))
         return None
 
 

@@ -28,6 +28,7 @@ class Request:
     unknown: tuple[str, ...] = ()
     entities: tuple[tuple[str, Any], ...] = ()  # (table, key) the request is about
     notes: tuple[str, ...] = field(default_factory=tuple)
+    says: tuple[str, ...] = ()  # the record values the clause spells out (what a rewrite of it must keep)
 
 
 def show(value: Any) -> str:

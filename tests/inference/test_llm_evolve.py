@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from inference.client import LLMClient
-from synthesis.llm_evolve import MENU_OPERATORS, evolve_tasks, menu, parse_choice
+from synthesis.llm_evolve import MENU_OPERATORS, REALISTIC_OPERATORS, evolve_tasks, menu, parse_choice
 from synthesis.llm_evolve import Rejection as EvolveRejection
 from synthesis.task import Task
 from tests.inference.conftest import Local
@@ -28,13 +28,14 @@ def tasks() -> list[Task]:
 
 def test_menu_children_are_longer_verified_tasks_that_keep_the_parents_words(tasks: list[Task]) -> None:
     options = menu(tasks[0])
-    assert options and {o.operator for o in options} <= set(MENU_OPERATORS)
+    assert options and {o.operator for o in options} <= {*MENU_OPERATORS, *REALISTIC_OPERATORS}
     for o in options:
         child = o.child
         assert child.reason_for_call().startswith(tasks[0].reason_for_call())
         assert child.evolved_from == tasks[0].task_id and child.operator == f"llm:{o.operator}"
         assert child.gold_calls[:len(tasks[0].gold_calls)] == tasks[0].gold_calls
-        assert len(child.gold_calls) > len(tasks[0].gold_calls) or child.distractors
+        # a forbidden request adds no gold call (the gold leaves it undone), so count requests
+        assert len(child.requests) > len(tasks[0].requests) or child.distractors
         assert check_task(child.verifiable()).admissible(0.9)[0]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import duckdb
@@ -39,29 +40,46 @@ def tasks() -> list[Task]:
     return _weather_tasks(6)
 
 
-def _with(tasks: list[Task], value: str) -> Task:
-    return next(t for t in tasks if value in t.reason_for_call())
+def _sentences(text: str) -> list[str]:
+    return re.split(r"(?<=[.!?])\s+", text.strip())
+
+
+def _multi_sentence(tasks: list[Task]) -> Task:
+    """A task whose request has two or more sentences and spells out a value with a digit (a date, a time)."""
+    return next(t for t in tasks if len(_sentences(t.reason_for_call())) >= 2
+                and any(any(ch.isdigit() for ch in v) for v in required_values(t)))
+
+
+def _faithful(task: Task) -> str:
+    """The same request with its sentences in another order: every value kept, nothing added."""
+    return " ".join(reversed(_sentences(task.reason_for_call())))
 
 
 def test_required_values_are_what_the_user_knows_and_says(tasks: list[Task]) -> None:
+    assert any(required_values(t) for t in tasks)
     for task in tasks:
+        request = task.reason_for_call()
         values = required_values(task)
-        assert values and all(v in task.reason_for_call() for v in values)
-        for call in task.gold_calls:  # every id the user spells out must survive
+        assert all(v in request for v in values)
+        for call in task.gold_calls:  # every gold argument the user spells out must survive
             for v in call.arguments.values():
-                if isinstance(v, str) and v[:2].isupper() and v in task.reason_for_call():
-                    assert v in values
+                if isinstance(v, str) and re.search(rf"(?<!\w){re.escape(v)}(?!\w)", request):
+                    assert v in values, (v, request)
+        for r in task.requests:  # and every record value a request names (the region, the alert type, the date)
+            assert all(v in values for v in r.says if v in request)
+        if not values:  # a request with no specific value: no digits, nothing from the records
+            assert not re.search(r"\d", request) and not any(r.says for r in task.requests), request
 
 
 def test_the_gate_accepts_a_faithful_rewrite_and_says_why_it_refuses_others(tasks: list[Task]) -> None:
-    task = _with(tasks, "Urban Harbor")
+    task = _multi_sentence(tasks)
     original = task.reason_for_call()
-    good = ("I'd like to log a reading at the Urban Harbor station for 2025-06-14T16:00:00: 30.2 °C, rain 17.4 mm, "
-            "wind 21.6 km/h.")
-    assert judge(task, good) is None
+    good = _faithful(task)
+    assert good != original and judge(task, good) is None
+    dropped = next(v for v in required_values(task) if any(ch.isdigit() for ch in v))
     cases = {
-        "lost_value": "Log a reading for Urban Harbor: 30.2 °C, 17.4 mm rain, wind 21.6 km/h.",
-        "added_value": good.replace("wind 21.6 km/h", "wind 21.6 km/h, gusts 40.0 km/h"),
+        "lost_value": good.replace(dropped, "then"),
+        "added_value": good + " My reference is QX4821.",
         "unchanged": original,
         "empty": "",
         "too_long": good * 4,
@@ -70,7 +88,9 @@ def test_the_gate_accepts_a_faithful_rewrite_and_says_why_it_refuses_others(task
         rejection = judge(task, text)
         assert rejection is not None and rejection.reason == reason, (reason, rejection)
     lost = judge(task, cases["lost_value"])
-    assert lost is not None and lost.detail == "missing: '2025-06-14T16:00:00'"
+    assert lost is not None and repr(dropped) in lost.detail
+    added = judge(task, cases["added_value"])
+    assert added is not None and added.detail.endswith("'QX4821'")
     question = next(t for t in tasks if t.communicate_info)
     leak = judge(question, question.reason_for_call().rstrip("?.") + f"? I believe it is "
                                                                        f"{question.communicate_info[0]}.")
@@ -83,8 +103,8 @@ def test_clean_drops_lead_in_lines_and_quotes() -> None:
 
 
 def test_a_paraphrased_task_keeps_gold_and_lineage(tasks: list[Task]) -> None:
-    task = _with(tasks, "Urban Harbor")
-    text = "Please log a reading at the Urban Harbor station for 2025-06-14T16:00:00: 30.2 °C, 17.4 mm, 21.6 km/h."
+    task = _multi_sentence(tasks)
+    text = _faithful(task)
     rewritten = ParaphrasedTask(domain=task.domain, seed=task.seed, requests=task.requests, style=task.style,
                                 evolved_from=task.task_id, operator="paraphrase", paraphrase=text)
     assert rewritten.reason_for_call() == text and rewritten.instructions()["reason_for_call"] == text
