@@ -14,12 +14,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from domains.registry import get_engine
 from inference.client import ChatRequest, LLMClient
 from inference.records import StageOutcome
 from synthesis.requests import show
 from synthesis.task import Task
+from synthesis.toolgraph import ToolGraph
 from verifiers.checks import normalise
-from verifiers.verify import check_task
 
 STAGE = "paraphrase"
 SYSTEM = ("You rewrite messages that customers send to a support agent, in different words, as the same person "
@@ -122,7 +123,10 @@ def judge(task: Task, paraphrase: str, kill_threshold: float = 0.9) -> Rejection
         return Rejection(task.task_id, "leaks_answer", "the request now says what the agent must find: "
                          + ", ".join(repr(i) for i in leaked), paraphrase)
     rewritten = _rewritten(task, paraphrase)
-    ok, reason = check_task(rewritten.verifiable()).admissible(kill_threshold)
+    # the same admission a regenerated candidate gets: verification, then the realism gate where it applies
+    from synthesis.generate import admission
+
+    _, ok, reason, _ = admission(rewritten, ToolGraph(get_engine(task.domain, task.seed)), kill_threshold)
     if not ok:
         return Rejection(task.task_id, "not_verified", reason, paraphrase)
     return None
@@ -176,7 +180,8 @@ def _contains(text: str, value: str) -> bool:
 def _rewritten(task: Task, paraphrase: str) -> ParaphrasedTask:
     return ParaphrasedTask(domain=task.domain, seed=task.seed, requests=list(task.requests), style=task.style,
                            evolved_from=task.task_id, operator=STAGE, depth=task.depth,
-                           distractors=list(task.distractors), paraphrase=paraphrase)
+                           distractors=list(task.distractors), persona=task.persona, user=task.user,
+                           identify_tools=task.identify_tools, paraphrase=paraphrase)
 
 
 __all__ = ["ParaphraseResult", "ParaphrasedTask", "Rejection", "judge", "paraphrase_tasks",
