@@ -13,17 +13,16 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from domains.engine import DomainEngine
 from domains.registry import DOMAIN_NAMES
 from domains.safeyaml import YamlLimitError, load_yaml
 from domains.spec import DomainSpec, SpecError, parse_spec
 from inference.client import ChatRequest, LLMClient
-from inference.records import StageOutcome
+from inference.stage_tally import StageTally
 from synthesis.generate import _base_candidate
 from synthesis.toolgraph import ToolGraph
 from verifiers.verify import check_task
@@ -95,28 +94,10 @@ class Rejection:
 
 
 @dataclass
-class ProposeResult:
+class ProposeResult(StageTally):
+    stage: ClassVar[str] = STAGE
     accepted: list[Proposal] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
-
-    @property
-    def attempted(self) -> int:
-        return len(self.accepted) + len(self.rejections)
-
-    @property
-    def acceptance_rate(self) -> float:
-        return len(self.accepted) / self.attempted if self.attempted else 0.0
-
-    def outcome(self, llm: LLMClient) -> StageOutcome:
-        return StageOutcome(run_id=llm.run_id, stage=STAGE, endpoint=llm.endpoint.name, attempted=self.attempted,
-                            accepted=len(self.accepted), snapshot_id=llm.snapshot_id,
-                            rejections=[{"subject_id": r.subject_id, "reason": r.reason, "detail": r.detail,
-                                         "output": r.output} for r in self.rejections])
-
-    def summary(self) -> dict[str, Any]:
-        return {"stage": STAGE, "attempted": self.attempted, "accepted": len(self.accepted),
-                "acceptance_rate": round(self.acceptance_rate, 4),
-                "rejection_reasons": dict(Counter(r.reason for r in self.rejections))}
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from domains.registry import get_engine
 from inference.client import ChatRequest, LLMClient
-from inference.records import StageOutcome
+from inference.stage_tally import StageTally
 from synthesis.evolve import OPERATORS
 from synthesis.generate import admission
 from synthesis.realistic_tasks import add_forbidden, add_goal, is_converted
@@ -76,30 +75,16 @@ class Rejection:
     detail: str
     output: str | None
 
+    @property
+    def subject_id(self) -> str:
+        return self.task_id
+
 
 @dataclass
-class EvolveResult:
+class EvolveResult(StageTally):
+    stage: ClassVar[str] = STAGE
     accepted: list[LLMEvolvedTask] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
-
-    @property
-    def attempted(self) -> int:
-        return len(self.accepted) + len(self.rejections)
-
-    @property
-    def acceptance_rate(self) -> float:
-        return len(self.accepted) / self.attempted if self.attempted else 0.0
-
-    def outcome(self, llm: LLMClient) -> StageOutcome:
-        return StageOutcome(run_id=llm.run_id, stage=STAGE, endpoint=llm.endpoint.name, attempted=self.attempted,
-                            accepted=len(self.accepted), snapshot_id=llm.snapshot_id,
-                            rejections=[{"subject_id": r.task_id, "reason": r.reason, "detail": r.detail,
-                                         "output": r.output} for r in self.rejections])
-
-    def summary(self) -> dict[str, Any]:
-        return {"stage": STAGE, "attempted": self.attempted, "accepted": len(self.accepted),
-                "acceptance_rate": round(self.acceptance_rate, 4),
-                "rejection_reasons": dict(Counter(r.reason for r in self.rejections))}
 
 
 @cache

@@ -10,13 +10,12 @@ the alert type, the date), what the user knows that the request repeats (the val
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
 from domains.registry import get_engine
 from inference.client import ChatRequest, LLMClient
-from inference.records import StageOutcome
+from inference.stage_tally import StageTally
 from synthesis.requests import show
 from synthesis.task import Task
 from synthesis.toolgraph import ToolGraph
@@ -51,31 +50,20 @@ class Rejection:
     detail: str
     paraphrase: str | None
 
+    @property
+    def subject_id(self) -> str:
+        return self.task_id
+
+    @property
+    def output(self) -> str | None:
+        return self.paraphrase
+
 
 @dataclass
-class ParaphraseResult:
+class ParaphraseResult(StageTally):
+    stage: ClassVar[str] = STAGE
     accepted: list[ParaphrasedTask] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
-
-    @property
-    def attempted(self) -> int:
-        return len(self.accepted) + len(self.rejections)
-
-    @property
-    def acceptance_rate(self) -> float:
-        return len(self.accepted) / self.attempted if self.attempted else 0.0
-
-    def outcome(self, llm: LLMClient) -> StageOutcome:
-        """The run's outcome for the warehouse: ``llm.flush_records(warehouse, [result.outcome(llm)])``."""
-        return StageOutcome(run_id=llm.run_id, stage=STAGE, endpoint=llm.endpoint.name, attempted=self.attempted,
-                            accepted=len(self.accepted), snapshot_id=llm.snapshot_id,
-                            rejections=[{"subject_id": r.task_id, "reason": r.reason, "detail": r.detail,
-                                         "output": r.paraphrase} for r in self.rejections])
-
-    def summary(self) -> dict[str, Any]:
-        return {"stage": STAGE, "attempted": self.attempted, "accepted": len(self.accepted),
-                "acceptance_rate": round(self.acceptance_rate, 4),
-                "rejection_reasons": dict(Counter(r.reason for r in self.rejections))}
 
 
 def required_values(task: Task) -> list[str]:
