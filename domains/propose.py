@@ -88,7 +88,7 @@ class Proposal:
 class Rejection:
     subject_id: str
     reason: str  # llm_error | budget_exceeded | empty | not_yaml | invalid_spec | name_taken | not_materialised
-    # | synthesis_failed | too_few_tasks
+    # | invariants_broken | synthesis_failed | too_few_tasks
     detail: str
     output: str | None
 
@@ -145,6 +145,10 @@ def try_spec(subject_id: str, text: str, gate: GateConfig = GateConfig()) -> tup
         engine = DomainEngine(judged, seed=0)
     except Exception as exc:  # noqa: BLE001 - any failure to seed is the spec's fault and is reported, not raised
         return Rejection(subject_id, "not_materialised", _one_line(f"{type(exc).__name__}: {exc}"), kept)
+    broken = _broken_invariants(engine)
+    if broken:
+        return Rejection(subject_id, "invariants_broken", "seeded data still breaks " + ", ".join(
+            f"{name} ({rows} rows)" for name, rows in sorted(broken.items())), kept)
     try:
         verified = verified_tasks(engine, gate)
     except Exception as exc:  # noqa: BLE001 - the generic sampler meeting a spec shape it cannot use
@@ -153,6 +157,14 @@ def try_spec(subject_id: str, text: str, gate: GateConfig = GateConfig()) -> tup
         return Rejection(subject_id, "too_few_tasks", f"{verified} of {gate.candidates} candidates verified; "
                                                       f"needs {gate.min_tasks}", kept)
     return judged, verified, gate.candidates
+
+
+def _broken_invariants(engine: DomainEngine) -> dict[str, int]:
+    """The spec's own invariants that its seeded data breaks even after repair (name -> violating rows)."""
+    from domains.invariants import violation_counts
+
+    with engine.fresh() as db:
+        return {name: rows for name, rows in violation_counts(db.conn, engine.spec).items() if rows}
 
 
 def verified_tasks(engine: DomainEngine, gate: GateConfig) -> int:

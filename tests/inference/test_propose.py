@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from domains.propose import GateConfig, Rejection, extract_yaml, judge_spec, propose_domains
+from domains.propose import GateConfig, Rejection, extract_yaml, judge_spec, propose_domains, try_spec
 from domains.registry import DOMAINS_DIR, spec_path
 from domains.spec import load_spec
 from inference.client import LLMClient
@@ -108,3 +108,14 @@ def test_a_known_good_spec_passes_the_same_gate_and_lands_in_the_work_folder(wea
     meta = json.loads((path.parent / "proposal.json").read_text())
     assert meta["verified_tasks"] == accepted.verified_tasks and meta["run_id"] == llm.run_id
     assert not (DOMAINS_DIR / "weather_copy").exists()
+
+
+def test_a_spec_whose_data_breaks_its_own_invariants_is_refused(weather_copy: str) -> None:
+    # an invariant that no redraw can satisfy: every region violates it, and nothing it may resample helps
+    impossible = ("invariants:\n  - name: no_regions_at_all\n    table: regions\n"
+                  "    rule: \"There are no regions.\"\n    resample: [name]\n"
+                  "    sql: \"SELECT region_id FROM regions\"\n")
+    text = weather_copy.replace("invariants:\n", impossible, 1)  # the new invariant first, the others after it
+    judged = try_spec("p", f"```yaml\n{text}```")
+    assert isinstance(judged, Rejection) and judged.reason == "invariants_broken", judged
+    assert "no_regions_at_all" in judged.detail and "\n" not in judged.detail
