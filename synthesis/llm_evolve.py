@@ -98,7 +98,10 @@ def menu(task: Task, options_per_operator: int = OPTIONS_PER_OPERATOR,
     (verification, and the realism gate where the domain declares intents); built from the task's data, seeded
     by its id."""
     graph = _graph(task.domain, task.seed)
-    operators = REALISTIC_OPERATORS if is_converted(graph) else {n: OPERATORS[n] for n in MENU_OPERATORS}
+    converted = is_converted(graph)
+    if converted and (task.user is None or task.persona is None):
+        return []  # a task read back from a snapshot keeps no user record: the realistic operators need one
+    operators = REALISTIC_OPERATORS if converted else {n: OPERATORS[n] for n in MENU_OPERATORS}
     out: list[MenuOption] = []
     for name, operator in operators.items():
         seen: set[str] = set()

@@ -75,7 +75,8 @@ def test_the_flow_records_calls_acceptance_and_refusals(flow_run: dict[str, Any]
     assert {r[0]: (r[1], r[2]) for r in runs} == expected
     assert {r[0]: r[1] for r in runs} == {"evolve": SAMPLE, "paraphrase": SAMPLE, "propose": 1}
     assert all(r[3] == pytest.approx(r[2] / r[1]) and r[4] == snapshot["snapshot_id"] for r in runs)
-    assert calls["paraphrase"] == SAMPLE and calls["propose"] == 1 and calls["evolve"] <= SAMPLE
+    # evolve asks the model only where the menu offers children (none for a stored task of a realistic domain)
+    assert calls["paraphrase"] == SAMPLE and calls["propose"] == 1 and calls.get("evolve", 0) <= SAMPLE
     assert dict(refusals) == {s: a - k for s, (a, k) in expected.items() if a - k}
     assert flow_run["calls_written"] == sum(calls.values())
 
@@ -96,8 +97,10 @@ def test_the_documented_queries_run_on_the_flows_warehouse(flow_run: dict[str, A
         _, attempted, verified, calls, unpriced, usd, per_verified = by_stage[stage]
         assert (attempted, verified, unpriced, usd) == (s["attempted"], s["accepted"], 0, 0.0)
         assert per_verified == (0.0 if verified else None)  # a local model costs nothing
-    total_attempted = sum(s["attempted"] for s in flow_run["stages"].values())
-    total_accepted = sum(s["accepted"] for s in flow_run["stages"].values())
+    # the ranking joins runs to the calls they made: a stage that asked the model nothing is not in it
+    asked = [s for stage, s in flow_run["stages"].items() if by_stage[stage][3]]
+    total_attempted = sum(s["attempted"] for s in asked)
+    total_accepted = sum(s["accepted"] for s in asked)
     assert [(m[0], m[1], m[2]) for m in models] == [("SmolLM2-135M-Instruct", total_attempted, total_accepted)]
     assert models[0][5] == float("inf")
 
