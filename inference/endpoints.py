@@ -154,8 +154,10 @@ class Health:
 
 def check_health(endpoint: Endpoint, timeout: float = 3.0) -> Health:
     """GET {base_url}/models: reachable, answering the protocol, and how fast."""
-    # a missing key is reported by the server's answer (401), not raised: listing endpoints must not fail
     key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else endpoint.api_key()
+    if endpoint.api_key_env and not key:
+        # a provider endpoint without its key: no request leaves the machine (and it could not succeed)
+        return Health(endpoint.name, False, f"not checked: ${endpoint.api_key_env} is not set", None)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     start = time.perf_counter()
     try:

@@ -28,6 +28,7 @@ class FaultServer:
     def __init__(self, slow_s: float = 2.0) -> None:
         self.slow_s = slow_s
         self.requests: Counter[str] = Counter()  # per message text, every request that arrived
+        self.gets = 0  # GET requests (health checks: /models)
         self._lock = threading.Lock()
         server = self
 
@@ -38,6 +39,7 @@ class FaultServer:
                 pass
 
             def do_GET(self) -> None:
+                server.gets += 1
                 self._send(200, json.dumps({"object": "list", "data": [{"id": "fault-model"}]}).encode())
 
             def do_POST(self) -> None:

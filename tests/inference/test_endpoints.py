@@ -90,3 +90,17 @@ def test_endpoints_command_with_a_bad_registry_says_what_is_wrong(tmp_path: Path
     assert main(["endpoints", "--registry", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: endpoint registry") and "missing provider" in err and err.count("\n") == 1
+
+
+def test_a_provider_endpoint_without_its_key_is_not_contacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    monkeypatch.delenv("TOOLSCALE_TEST_UNSET_KEY", raising=False)
+    remote = replace(load_endpoints().get("openai-gpt-4o-mini"), api_key_env="TOOLSCALE_TEST_UNSET_KEY")
+    with FaultServer() as server:  # were a request sent, this server would answer and count it
+        health = check_health(replace(remote, base_url=f"http://127.0.0.1:{server.port}/v1"), timeout=2)
+        assert server.gets == 0
+        monkeypatch.setenv("TOOLSCALE_TEST_UNSET_KEY", "k")  # with the key set, the same check does ask
+        assert check_health(replace(remote, base_url=f"http://127.0.0.1:{server.port}/v1"), timeout=2).ok
+        assert server.gets == 1
+    assert not health.ok and health.reason == "not checked: $TOOLSCALE_TEST_UNSET_KEY is not set"
