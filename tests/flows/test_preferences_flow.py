@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from prefect.testing.utilities import prefect_test_harness
 from prefect.utilities.asyncutils import run_coro_as_sync
 
 from flows.preferences import ARTIFACT_KEY, preference_pairs_flow
+from tests.prefect_stack import prefect_stack
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,49 +80,22 @@ def test_the_deployment_in_prefect_yaml_points_at_the_flow() -> None:
 def test_preferences_deployment_runs_on_a_real_server_through_a_process_worker(tmp_path: Path) -> None:
     import json
 
-    import httpx
     from prefect.client.orchestration import SyncPrefectClient
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 
-    from tests.flows.test_regenerate_flow import _free_port, _prefect, _start, _stop
 
-    port = _free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "home"), PREFECT_API_URL=api, PREFECT_UI_ENABLED="false",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_WORKER_QUERY_SECONDS="1", PREFECT_CLI_COLORS="false")
-    procs = []
-    try:
-        procs.append(_start([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)], env, tmp_path / "server.log"))
-        deadline = time.monotonic() + 90
-        while True:
-            assert procs[0].poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server not healthy after 90s"
-            time.sleep(0.5)
-        _prefect("work-pool", "create", "toolscale-process", "--type", "process", env=env)
-        _prefect("--no-prompt", "deploy", "--name", "preferences", env=env, timeout=120)
-        procs.append(_start([sys.executable, "-m", "prefect", "worker", "start", "--pool", "toolscale-process"],
-                            env, tmp_path / "worker.log"))
+    with prefect_stack(tmp_path, deploy=("--name", "preferences"), health_s=90, deploy_timeout=120) as stack:
         wh = tmp_path / "out" / "wh.duckdb"
-        _prefect("deployment", "run", "build-preference-pairs/preferences", "--params",
+        stack.cli("deployment", "run", "build-preference-pairs/preferences", "--params",
                  json.dumps({"warehouse": str(wh)}), "--watch", "--watch-interval", "1", "--watch-timeout", "150",
-                 env=env, timeout=180)
-        with SyncPrefectClient(api) as client:
+                  timeout=180)
+        with SyncPrefectClient(stack.api) as client:
             deployment = client.read_deployment_by_name("build-preference-pairs/preferences")
             (run,) = client.read_flow_runs(
                 deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])))
-        assert run.state is not None and run.state.is_completed(), (tmp_path / "worker.log").read_text()[-3000:]
+        assert run.state is not None and run.state.is_completed(), stack.worker_log()
         con = duckdb.connect(str(wh), read_only=True)
         try:
             assert con.execute("SELECT pairs, inconsistent FROM preference_runs").fetchall() == [(1000, 0)]
         finally:
             con.close()
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)

@@ -5,17 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import httpx
 import pytest
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey,
@@ -24,6 +18,7 @@ from prefect.settings import PREFECT_HOME, PREFECT_LOCAL_STORAGE_PATH, temporary
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.regenerate import ARTIFACT_KEY, make_task_runner, regenerate_flow
+from tests.prefect_stack import prefect_stack
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = {"domains": ["weather"], "tasks_per_domain": 20}
@@ -110,77 +105,19 @@ def test_unknown_task_runner_is_refused() -> None:
     assert make_task_runner("dask:tcp://127.0.0.1:8786").address == "tcp://127.0.0.1:8786"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    # a session of its own: the Prefect CLI ignores SIGINT when started in the background, so it is stopped
-    # by signalling its whole process group (the worker's flow-run subprocesses included)
-    with open(log, "wb") as handle:
-        return subprocess.Popen(args, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _prefect(*args: str, env: dict[str, str], timeout: float = 60) -> str:
-    done = subprocess.run([sys.executable, "-m", "prefect", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
-
-
 @pytest.mark.server
 def test_smoke_deployment_runs_on_a_real_server_through_a_process_worker(tmp_path: Path) -> None:
-    port = _free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "home"), PREFECT_API_URL=api, PREFECT_UI_ENABLED="false",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_WORKER_QUERY_SECONDS="1",
-               PREFECT_CLI_COLORS="false")
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        procs.append(_start([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)], env, tmp_path / "server.log"))
-        deadline = time.monotonic() + 60
-        while True:
-            assert procs[0].poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server not healthy after 60s"
-            time.sleep(0.5)
-
-        _prefect("work-pool", "create", "toolscale-process", "--type", "process", env=env)
-        _prefect("--no-prompt", "deploy", "--all", env=env, timeout=120)
-        procs.append(_start([sys.executable, "-m", "prefect", "worker", "start", "--pool", "toolscale-process"],
-                            env, tmp_path / "worker.log"))
+    with prefect_stack(tmp_path, deploy=("--all",), health_s=60, deploy_timeout=120) as stack:
         out = tmp_path / "smoke"
         params = {"warehouse": str(out / "toolscale.duckdb"), "work_dir": str(out / "work")}
-        _prefect("deployment", "run", "regenerate-toolscale/smoke", "--params", json.dumps(params),
-                 "--watch", "--watch-interval", "1", "--watch-timeout", "120", env=env, timeout=150)
+        stack.cli("deployment", "run", "regenerate-toolscale/smoke", "--params", json.dumps(params),
+                  "--watch", "--watch-interval", "1", "--watch-timeout", "120", timeout=150)
 
-        with SyncPrefectClient(api) as client:
+        with SyncPrefectClient(stack.api) as client:
             smoke = client.read_deployment_by_name("regenerate-toolscale/smoke")
             (run,) = client.read_flow_runs(deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[smoke.id])))
             weekly = client.read_deployment_by_name("regenerate-toolscale/weekly")
-        assert run.state is not None and run.state.is_completed(), (tmp_path / "worker.log").read_text()[-3000:]
+        assert run.state is not None and run.state.is_completed(), stack.worker_log()
         assert run.parameters["domains"] == ["weather"] and run.parameters["tasks_per_domain"] == 20
         assert weekly.work_pool_name == smoke.work_pool_name == "toolscale-process"
         assert [s.schedule.cron for s in weekly.schedules] == ["0 3 * * 1"]
@@ -191,6 +128,3 @@ def test_smoke_deployment_runs_on_a_real_server_through_a_process_worker(tmp_pat
         finally:
             con.close()
         assert published == (1,)
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)

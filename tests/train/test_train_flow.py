@@ -14,19 +14,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey,
                                            DeploymentFilter, DeploymentFilterId)
 
 from flows.train_orchestrator import ARTIFACT_KEY
-from tests.flows.test_regenerate_flow import _free_port, _prefect, _start, _stop
 from tests.train.conftest import MODEL_CACHE, REPO
 from train.episode import EpisodeLimits, run_episodes, start_episode
 from train.model import HFGenerator, load_checkpoint
 from train.tasks import load_training_set
 from warehouse.train_store import read_training_run, read_training_steps
+from tests.prefect_stack import prefect_stack
 
 JOB_TIMEOUT = 1800  # seconds; two smoke steps take ~30 s on an idle 2-core machine, far more when it is loaded
 
@@ -119,38 +118,14 @@ def test_kill_9_after_the_first_checkpoint_then_a_rerun_resumes_from_it(snapshot
 def test_cpu_smoke_deployment_trains_on_a_real_server_through_a_process_worker(snapshot_warehouse: str,
                                                                               smollm2_path: str,
                                                                               tmp_path: Path) -> None:
-    port = int(os.environ.get("TOOLSCALE_TEST_PREFECT_PORT") or _free_port())
-    api = f"http://127.0.0.1:{port}/api"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "home"), PREFECT_API_URL=api, PREFECT_UI_ENABLED="false",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_WORKER_QUERY_SECONDS="1",
-               PREFECT_CLI_COLORS="false")
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        procs.append(_start([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)], env, tmp_path / "server.log"))
-        deadline = time.monotonic() + 90
-        while True:
-            assert procs[0].poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server not healthy after 90s"
-            time.sleep(0.5)
-
-        _prefect("work-pool", "create", "toolscale-process", "--type", "process", env=env)
-        _prefect("--no-prompt", "deploy", "--all", env=env, timeout=180)
-        procs.append(_start([sys.executable, "-m", "prefect", "worker", "start", "--pool", "toolscale-process"],
-                            env, tmp_path / "worker.log"))
+    with prefect_stack(tmp_path, deploy=("--all",), port=int(os.environ.get("TOOLSCALE_TEST_PREFECT_PORT") or 0) or None, health_s=90, deploy_timeout=180) as stack:
         params = {"warehouse": snapshot_warehouse, "output_root": str(tmp_path / "train"),
                   "work_dir": str(MODEL_CACHE)}
-        _prefect("deployment", "run", "train-orchestrator/cpu-smoke", "--params", json.dumps(params),
-                 "--watch", "--watch-interval", "2", "--watch-timeout", str(JOB_TIMEOUT), env=env,
-                 timeout=JOB_TIMEOUT + 60)
+        stack.cli("deployment", "run", "train-orchestrator/cpu-smoke", "--params", json.dumps(params),
+                 "--watch", "--watch-interval", "2", "--watch-timeout", str(JOB_TIMEOUT),
+                  timeout=JOB_TIMEOUT + 60)
 
-        with SyncPrefectClient(api) as client:
+        with SyncPrefectClient(stack.api) as client:
             smoke = client.read_deployment_by_name("train-orchestrator/cpu-smoke")
             h100 = client.read_deployment_by_name("train-orchestrator/h100")
             (flow_run,) = client.read_flow_runs(
@@ -158,7 +133,7 @@ def test_cpu_smoke_deployment_trains_on_a_real_server_through_a_process_worker(s
             artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
                 key=ArtifactFilterKey(any_=[ARTIFACT_KEY]), flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run.id])))
         assert flow_run.state is not None and flow_run.state.is_completed(), \
-            (tmp_path / "worker.log").read_text()[-3000:]
+            stack.worker_log()
         assert h100.parameters["profile"] == "h100" and h100.work_pool_name == smoke.work_pool_name
 
         run = _only_run(snapshot_warehouse, tmp_path / "train")
@@ -168,6 +143,3 @@ def test_cpu_smoke_deployment_trains_on_a_real_server_through_a_process_worker(s
         assert artifact.type == "markdown" and run["run_id"] in artifact.data
         assert run["reward_curve_png"] in artifact.data and "| 2 |" in artifact.data
         _plays_an_episode(run["final_checkpoint"], snapshot_warehouse)
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
