@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from domains.spec import DomainSpec
 
 SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?(?::[^}]*)?\}")
+# a role's noun follows "a"/"an" in a persona ("an instructor"): lowercase words, spaces or hyphens between
+ROLE_NOUN = re.compile(r"^[a-z]+(?:[ -][a-z]+){0,3}$")
 # slots every phrasing may use besides the candidate row's columns
 BUILTIN_SLOTS = {"user_name", "other_name", "result"}
 
@@ -42,6 +44,7 @@ class Role:
     may_call: tuple[str, ...]
     where: str = ""
     rule: str = ""
+    noun: str | None = None  # how a person in the role is described in personas ("doctor"); None: the role's name
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,7 @@ def build_users(raw: dict[str, Any] | None) -> Users | None:
         return None
     roles = tuple(Role(
         name=r["name"], table=r["table"], where=r.get("where", ""), rule=r.get("rule", "").strip(),
+        noun=r.get("noun"),
         identify=tuple(Identification(i["tool"], dict(i["arguments"]), tuple(i["facts"])) for i in r["identify"]),
         may_call=tuple(r["may_call"])) for r in raw["roles"])
     persona = raw.get("persona", {})
@@ -191,6 +195,9 @@ def _users_problems(spec: DomainSpec, users: Users, tables: dict[str, Any], tool
         if role.name in seen:
             out.append(f"{where}.name: role {role.name!r} is declared twice")
         seen.add(role.name)
+        if role.noun is not None and (not ROLE_NOUN.match(role.noun) or role.noun.split()[0] in ("a", "an", "the")):
+            out.append(f"{where}.noun: {role.noun!r} is not how a person is described: use lowercase words "
+                       f"without an article, as in 'doctor' or 'head coach'")
         if role.table not in tables:
             out.append(f"{where}.table: unknown table {role.table!r}")
             continue

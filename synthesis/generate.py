@@ -93,6 +93,7 @@ def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -
         "kill_rate": report.mutation.kill_rate, "survivors": list(report.mutation.survivors),
         "tau2": task.tau2(), "source": "synthesised",
         "realism": figures, "notes": task.notes, "persona": task.persona.describe() if task.persona else None,
+        "role": task.persona.role if task.persona else None,
         "request": task.reason_for_call(),
     }
 

@@ -10,28 +10,18 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 from domains.engine import Database, ToolCall
 from domains.realism_spec import CallTemplate, Intent, Role
+from synthesis.persona import Persona
 from synthesis.requests import Request
 from synthesis.toolgraph import ToolGraph
 
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 WHOLE_SLOT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 MAX_USERS_SCANNED = 400
-
-
-@dataclass(frozen=True)
-class Persona:
-    name: str
-    role: str
-    manner: str
-
-    def describe(self) -> str:
-        return f"{self.name}, a {self.role}: {self.manner}"
 
 
 def human_date(value: str) -> str:
@@ -142,7 +132,8 @@ class Realism:
         return self._pairs[intent.name]
 
     def persona(self, role_name: str, person: dict[str, Any], rng: random.Random) -> Persona:
-        return Persona(str(person.get(self.users.persona_name, "the user")), role_name, rng.choice(self.users.manners))
+        return Persona(str(person.get(self.users.persona_name, "the user")), role_name, rng.choice(self.users.manners),
+                       self.role(role_name).noun or "")
 
     def identification(self, role_name: str, person: dict[str, Any], rng: random.Random) -> Request | None:
         role = self.role(role_name)

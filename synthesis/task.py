@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domains.engine import ToolCall
-from synthesis.realistic import Persona
+from synthesis.persona import Persona
 from synthesis.requests import Request
 from verifiers.types import VerifiableTask
 
@@ -96,7 +96,7 @@ class Task:
             "reason_for_call": self.reason_for_call(),
             "known_info": "; ".join(known),
             "unknown_info": "You do not know any internal account or record ids; you only know what is listed.",
-            "task_instructions": (f"You are {self.persona.name}, a {self.persona.role} of the {self.domain} service, "
+            "task_instructions": (f"You are {self.persona.name}, {self.persona.described_as} of the {self.domain} service, "
                                   f"talking to its assistant. Your manner: {self.persona.manner}. Give the details "
                                   f"you know when the agent asks for them. If the agent refuses part of your request "
                                   f"and explains the rule, accept it and carry on with the rest."),
@@ -130,8 +130,10 @@ class Task:
         return {
             "id": self.task_id,
             "description": {"purpose": self.purpose(), "relevant_policies": None, "notes": None},
+            # "role" is ToolScale's addition (tau2 ignores it): readers take the role from here, not the persona text
             "user_scenario": {"persona": self.persona.describe() if self.persona else None,
-                              "instructions": self.instructions()},
+                              "instructions": self.instructions(),
+                              **({"role": self.persona.role} if self.persona else {})},
             "initial_state": None,
             "evaluation_criteria": {
                 "actions": [{"action_id": f"{self.task_id}-{i}", "requestor": "assistant", "name": c.name,

@@ -61,6 +61,7 @@ def recompute(con: Any, snapshot_id: str) -> list[dict[str, Any]]:
     """Audit rows computed from a snapshot's stored tasks and gold calls against today's domain specs."""
     from domains.engine import ToolCall
     from domains.registry import get_engine
+    from synthesis.persona import scenario_role
     from synthesis.realism_audit import TaskFacts, aggregate, task_figures
 
     tasks = con.execute("SELECT task_id, domain, seed, instruction, communicate_info_json, tau2_json FROM tasks "
@@ -75,7 +76,7 @@ def recompute(con: Any, snapshot_id: str) -> list[dict[str, Any]]:
         scenario = json.loads(tau2_json)["user_scenario"]
         request = scenario["instructions"]["reason_for_call"] or ""
         facts = TaskFacts(domain, tuple(calls[task_id]), tuple(json.loads(info)), request, instruction,
-                          persona=scenario.get("persona"), seed=int(seed))
+                          persona=scenario.get("persona"), role=scenario_role(scenario), seed=int(seed))
         figures[domain].append(task_figures(get_engine(domain, int(seed)), facts))
         requests[domain].append(request)
     return [aggregate(d, figures[d], requests[d]) for d in sorted(figures)]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from domains.engine import ToolCall
 from domains.registry import get_spec
+from synthesis.persona import scenario_role
 from verifiers.types import VerifiableTask
 from warehouse.reader import WarehouseError, connect_readonly, resolve_snapshot
 
@@ -45,10 +45,8 @@ class TrainingTask:
 
     @property
     def role(self) -> str | None:
-        """The user's role when the persona names one ("Ann Lee, a customer: brisk" -> "customer")."""
-        persona = (self.user_scenario or {}).get("persona") or ""
-        match = re.match(r"[^,]*, an? ([A-Za-z_]+):", persona) if isinstance(persona, str) else None
-        return match.group(1) if match else None
+        """The user's spec role (``customer``, ``staff``) from the scenario's data; None for tasks without one."""
+        return scenario_role(self.user_scenario)
 
     @property
     def known_facts(self) -> tuple[str, ...]:

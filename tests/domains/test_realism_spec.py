@@ -43,6 +43,12 @@ MISTAKES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "users.owns.tickets: the path ends at services, which is no role's table"),
     ("held references of an unknown table", lambda s: s["users"]["held"].append("boardings"),
      "users.held[1]: unknown table 'boardings'"),
+    ("role noun that is not lowercase words", lambda s: s["users"]["roles"][0].__setitem__("noun", "Passenger!"),
+     "users.roles[0].noun: 'Passenger!' is not how a person is described: use lowercase words without"),
+    ("role noun that is not text", lambda s: s["users"]["roles"][0].__setitem__("noun", 3),
+     "users.roles[0].noun: 3 is not of type 'string'"),
+    ("role noun with its article", lambda s: s["users"]["roles"][0].__setitem__("noun", "a passenger"),
+     "users.roles[0].noun: 'a passenger' is not how a person is described: use lowercase words without an article"),
     ("persona name that is no column", lambda s: s["users"]["persona"].__setitem__("name", "nickname"),
      "users.persona.name: passengers has no column 'nickname'"),
     ("invariant SQL that does not compile", lambda s: s["invariants"][0].__setitem__("sql", "SELECT nope FROM railcards"),
@@ -81,6 +87,28 @@ def test_a_malformed_realism_section_names_file_and_path(case: str, mutate: Call
     with pytest.raises(SpecError) as err:
         parse_spec(raw, label="railway.yaml")
     assert any(p.startswith("railway.yaml: ") and expected in p for p in err.value.problems), err.value.problems
+
+
+@pytest.mark.parametrize("noun", ["Passenger!", "", "a passenger", "season ticket holder of the line", 3, None])
+def test_a_bad_role_noun_is_one_clear_error(noun: Any) -> None:
+    raw = copy.deepcopy(RAILWAY)
+    raw["users"]["roles"][0]["noun"] = noun
+    with pytest.raises(SpecError) as err:
+        parse_spec(raw, label="railway.yaml")
+    assert len(err.value.problems) == 1 and err.value.problems[0].startswith("railway.yaml: users.roles[0].noun: ")
+
+
+def test_a_role_noun_is_optional_and_loaded_when_given() -> None:
+    raw = copy.deepcopy(RAILWAY)
+    raw["users"]["roles"][0]["noun"] = "season ticket holder"
+    assert parse_spec(raw).users.role("customer").noun == "season ticket holder"  # type: ignore[union-attr]
+    assert get_spec("railway").users.role("customer").noun is None  # type: ignore[union-attr]
+
+
+def test_the_staff_roles_say_who_they_are() -> None:
+    nouns = {d: get_spec(d).users.role("staff").noun  # type: ignore[union-attr]
+             for d in CONVERTED if get_spec(d).users.role("staff")}  # type: ignore[union-attr]
+    assert nouns == {"medicine": "doctor", "weather": "forecaster", "education": "instructor", "sport": "coach"}
 
 
 def _invariants() -> list[tuple[str, str]]:

@@ -52,7 +52,8 @@ def test_every_task_has_one_identified_user_who_knows_no_internal_ids(domain: st
         scenario = rec["tau2"]["user_scenario"]
         assert scenario["persona"] and rec["persona"]
         assert rec["gold_calls"][0]["name"] in identify_tools(spec)
-        if ", a customer:" in rec["persona"]:  # staff tasks use staff tools by design
+        assert scenario["role"] == rec["role"] and rec["role"] in {r.name for r in spec.users.roles}  # type: ignore[union-attr]
+        if rec["role"] == "customer":  # staff tasks use staff tools by design
             assert not {c["name"] for c in rec["gold_calls"]} & staff_only_tools(spec)
         assert "I need you to" not in scenario["instructions"]["reason_for_call"]
         keys = {spec.table(r.table).primary_key for r in spec.users.roles}  # type: ignore[union-attr]
@@ -64,11 +65,11 @@ def test_every_task_has_one_identified_user_who_knows_no_internal_ids(domain: st
                                                    ("medicine", "find_doctor_by_name_and_licence")])
 def test_staff_tasks_identify_the_clinician_or_forecaster_and_do_staff_work(domain: str, staff_tool: str) -> None:
     spec = get_engine(domain).spec
-    staff = [r for r in _accepted(domain) if ", a staff:" in r["persona"]]
+    staff = [r for r in _accepted(domain) if r["role"] == "staff"]
     assert staff, "no staff task was published"
     assert all(r["gold_calls"][0]["name"] == staff_tool for r in staff)
     assert any({c["name"] for c in r["gold_calls"]} & staff_only_tools(spec) for r in staff)
-    customers = [r for r in _accepted(domain) if ", a customer:" in r["persona"]]
+    customers = [r for r in _accepted(domain) if r["role"] == "customer"]
     assert customers and all(r["gold_calls"][0]["name"] != staff_tool for r in customers)
 
 

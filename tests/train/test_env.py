@@ -171,9 +171,12 @@ def test_evaluation_mode_prices_episodes_with_the_held_out_schedule_only(data: T
         draw_instance("t", ["a"], set(), SCHEDULES, mode="test")
 
 
-def test_the_role_comes_from_the_persona_and_user_modes_are_checked() -> None:
-    task = TrainingTask("t", "weather", 0, "hi", (), user_scenario={"persona": "Ann Lee, a staff: brisk"})
+def test_the_role_comes_from_the_scenario_and_user_modes_are_checked() -> None:
+    task = TrainingTask("t", "weather", 0, "hi", (),
+                        user_scenario={"persona": "Ann Lee, a forecaster: brisk", "role": "staff"})
     assert task.role == "staff" and TrainingTask("u", "weather", 0, "hi", ()).role is None
+    legacy = TrainingTask("v", "weather", 0, "hi", (), user_scenario={"persona": "Ann Lee, a staff: brisk"})
+    assert legacy.role == "staff"  # snapshots written before the role travelled as data
     assert isinstance(make_user("scripted", task), ScriptedUser)
     with pytest.raises(ValueError, match="needs an LLM client"):
         make_user("llm", task)
