@@ -379,6 +379,25 @@ class Database:
         under the same read-only authorizer and budget as a read tool."""
         return self.guard.run(READ, sql, params)
 
+    def records(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Like ``query``, with each row as a dict keyed by the query's column names."""
+        names, rows = self._named(sql, params)
+        return [dict(zip(names, r)) for r in rows]
+
+    def columns(self, sql: str, params: dict[str, Any]) -> list[str]:
+        """The column names of a read query, without running it over the data."""
+        return self._named(f"SELECT * FROM ({sql}) LIMIT 0", params)[0]
+
+    def _named(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+        self.guard.enter(READ)
+        try:
+            cur = self.conn.execute(sql, params)
+            return [d[0] for d in cur.description], cur.fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.refusal(exc) or exc
+        finally:
+            self.guard.leave()
+
 
 def _arg_keys(engine: DomainEngine, params: dict[str, Any]) -> set[RowKey]:
     """Rows a call names by key in its arguments count as read by it."""

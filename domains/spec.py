@@ -90,6 +90,7 @@ class Tool:
     computed: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (how, source parameter)
     mention: str | None = None
     examples: tuple[dict[str, Any], ...] = ()
+    candidates: tuple[str, ...] = ()  # queries proposing argument values to the synthesiser, in order
 
     @property
     def param_names(self) -> list[str]:
@@ -251,7 +252,7 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
                                 for p in t.get("preconditions", [])),
             effects=tuple(t.get("effects", [])), generated=dict(t.get("generated", {})),
             computed={k: (v["how"], v["from"]) for k, v in t.get("computed", {}).items()},
-            mention=t.get("mention"), examples=tuple(t.get("examples", [])),
+            mention=t.get("mention"), examples=tuple(t.get("examples", [])), candidates=tuple(t.get("candidates", [])),
         ))
     from domains.policy import policy_text  # local: policy reads this module's types
 
@@ -422,6 +423,7 @@ def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], guard
     statements = [(f".preconditions[{k}].sql", READ, p.sql) for k, p in enumerate(tool.preconditions)]
     statements += [(f".effects[{k}]", EFFECT, s) for k, s in enumerate(tool.effects)]
     statements.append((".returns.sql", READ, tool.returns_sql))
+    statements += [(f".candidates[{k}]", READ, sql) for k, sql in enumerate(tool.candidates)]
     for where, role, sql in statements:
         used = set(SQL_PARAM.findall(sql))
         if used - known:
@@ -440,6 +442,7 @@ def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], guard
         if quoted:
             out.append(f"{where}: {quoted}")
     out += [f".parameters.properties.{m}" for m in _parameter_problems(tool, tables)]
+    out += _candidates_problems(tool, guard, reported={o.split(":", 1)[0] for o in out})
     for k, p in enumerate(tool.preconditions):
         for slot in SLOT.findall(p.error):
             if slot not in known:
@@ -448,6 +451,28 @@ def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], guard
         for slot in SLOT.findall(tool.mention):
             if slot not in declared:
                 out.append(f".mention: slot {{{slot}}} is not a parameter")
+    return out
+
+
+def _candidates_problems(tool: Tool, guard: StatementGuard, reported: set[str]) -> list[str]:
+    """Each candidates query must name at least one parameter among its columns (a typo would otherwise make
+    it silently propose nothing). ``reported``: places already reported (a query that does not compile)."""
+    out = []
+    for k, sql in enumerate(tool.candidates):
+        where = f".candidates[{k}]"
+        if where in reported:
+            continue
+        used = set(SQL_PARAM.findall(sql))
+        guard.enter(READ)
+        try:
+            names = [d[0] for d in guard.conn.execute(sql, {u: None for u in used}).description]
+        except sqlite3.Error as exc:
+            out.append(f"{where}: {_sql_message(str(exc))}")
+            continue
+        finally:
+            guard.leave()
+        if not set(names) & set(tool.param_names):
+            out.append(f"{where}: none of its columns ({', '.join(names)}) is a parameter of the tool")
     return out
 
 

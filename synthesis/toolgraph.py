@@ -3,11 +3,14 @@
 Roles: write tools; lookups (read tools with a ``mention`` that find a row from natural attributes); getters
 (read tools whose only parameter is their entity's key); lists (read tools returning many rows). Argument
 values are drawn from the data: a key parameter from its table, a column-named parameter from that column,
-otherwise from the parameter's enum, examples or numeric range.
+otherwise from the parameter's enum, examples or numeric range. A tool may declare ``candidates``: queries
+run in order on the live state, each bound to the arguments chosen so far, whose rows propose values for the
+parameters their columns name (how list-of-object arguments such as a booking's flights are built).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,6 +24,7 @@ from domains.spec import Tool
 class ToolGraph:
     engine: DomainEngine
     _rows: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = field(default_factory=dict)
+    _proposed: dict[str, set[str]] = field(default_factory=dict)
 
     @property
     def spec(self):  # noqa: ANN201 - DomainSpec
@@ -111,9 +115,12 @@ class ToolGraph:
             if rows:
                 anchor = dict(zip(names, rng.choice(rows)))
         args: dict[str, Any] = {}
+        proposed = self.proposed_params(db, tool)
         for param in tool.param_names:
             if param in fixed:
                 args[param] = fixed[param]
+                continue
+            if param in proposed:
                 continue
             if param not in tool.required and rng.random() < 0.6:
                 continue
@@ -123,4 +130,38 @@ class ToolGraph:
                     return None
                 continue
             args[param] = value
+        if tool.candidates and not self._propose(db, tool, rng, args, set(fixed)):
+            return None
         return args
+
+    def proposed_params(self, db: Database, tool: Tool) -> set[str]:
+        """The parameters that the tool's candidates queries fill (the columns they return)."""
+        if tool.name not in self._proposed:
+            blank = {p: None for p in tool.param_names} | {"now": self.spec.now}
+            names = {n for sql in tool.candidates for n in db.columns(sql, blank)}
+            self._proposed[tool.name] = names & set(tool.param_names)
+        return self._proposed[tool.name]
+
+    def _propose(self, db: Database, tool: Tool, rng: random.Random, args: dict[str, Any], fixed: set[str]) -> bool:
+        """Run the candidates queries in order, each filling ``args`` from one random row; a fixed argument keeps
+        its value and only rows agreeing with it are drawn. False when a query offers no row."""
+        properties = tool.parameters["properties"]
+        for sql in tool.candidates:
+            bound = {p: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+                     for p, v in ((p, args.get(p)) for p in tool.param_names)} | {"now": self.spec.now}
+            rows = []
+            for row in db.records(sql, bound):
+                values = {c: _decoded(properties[c], v) for c, v in row.items() if c in properties}
+                if all(values[c] == args[c] for c in values if c in fixed):
+                    rows.append(values)
+            if not rows:
+                return False
+            args.update({c: v for c, v in rng.choice(rows).items() if c not in fixed and v is not None})
+        return True
+
+
+def _decoded(schema: dict[str, Any], value: Any) -> Any:
+    """A candidates column's value for a parameter: JSON text becomes the list or object the schema wants."""
+    if schema.get("type") in ("array", "object") and isinstance(value, str):
+        return json.loads(value)
+    return value

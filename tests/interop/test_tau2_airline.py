@@ -125,3 +125,53 @@ def test_synthesised_airline_tasks_pass_their_own_checks() -> None:
     records = generate_shard(ShardConfig("airline", 0, 0, base_candidates=16, evolution_rounds=1))["records"]
     accepted = [r for r in records if r["accepted"]]
     assert accepted and all(r["gold_valid"] and r["noop_fails"] for r in accepted)
+    # list-of-object arguments are built from the data (the spec's candidates), so bookings are among them
+    assert any(c["name"] == "book_reservation" for r in accepted for c in r["gold_calls"])
+
+
+def test_a_synthesised_booking_verifies() -> None:
+    """The spec's candidates queries build book_reservation's list-of-object arguments (flights, passengers,
+    payment_methods) from the seeded data; the task passes the unchanged gate, its gold solves it, nothing does not."""
+    import random
+
+    from synthesis.generate import admission
+    from synthesis.requests import single_write
+    from synthesis.task import Task
+    from synthesis.toolgraph import ToolGraph
+    from verifiers.types import Trajectory
+    from verifiers.verify import verify
+
+    graph = ToolGraph(get_engine("airline"))
+    rng = random.Random(7)
+    with graph.engine.fresh() as db:
+        request = single_write(graph, db, rng, tool=graph.spec.tool("book_reservation"))
+    assert request is not None
+    args = request.calls[0].arguments
+    assert args["flights"] and args["passengers"] and args["payment_methods"]
+    assert all(set(f) == {"flight_number", "date"} for f in args["flights"])
+    task = Task("airline", 0, [request], 0)
+    report, ok, reason, _ = admission(task, graph, 0.9)
+    assert ok, reason
+    assert report.gold_validity.passed and report.no_action.passed
+    said = " ".join(task.communicate_info)
+    assert verify(task.verifiable(), Trajectory(task.gold_calls, said), graph.engine).solved
+    assert not verify(task.verifiable(), Trajectory(), graph.engine).solved
+
+
+def test_candidates_respect_a_fixed_argument() -> None:
+    """A caller that fixes an argument a candidates query fills (a looked-up user, say) gets only rows that
+    agree with it; a value no row agrees with gives no arguments rather than a wrong call."""
+    import random
+
+    from synthesis.toolgraph import ToolGraph
+
+    graph = ToolGraph(get_engine("airline"))
+    tool = graph.spec.tool("update_reservation_baggages")
+    with graph.engine.fresh() as db:
+        user = db.query("SELECT user_id FROM reservations WHERE reservation_id = 'CDXEBS'")[0][0]
+        mine = {r[0] for r in db.query("SELECT payment_method_id FROM payment_methods WHERE user_id = ? "
+                                       "AND source <> 'certificate'", (user,))}
+        args = graph.sample_arguments(db, tool, random.Random(3), {"reservation_id": "CDXEBS"})
+        assert args is not None and args["reservation_id"] == "CDXEBS" and args["payment_id"] in mine
+        assert graph.sample_arguments(db, tool, random.Random(3),
+                                      {"reservation_id": "CDXEBS", "payment_id": "certificate_0"}) is None

@@ -9,8 +9,11 @@ from __future__ import annotations
 import pytest
 
 from domains import external
+from domains.engine import ToolCall
 from domains.registry import get_engine, get_spec
-from interop.tau2_bridge import Tau2Worker, missing_reason, normalise, our_records, tau2_python
+from interop.tau2_bridge import (Tau2Worker, calls_json, missing_reason, normalise, our_records, state_differences,
+                                 tau2_python)
+from verifiers.replay import replay
 
 pytestmark = pytest.mark.skipif(
     tau2_python() is None or not all(external.available(s) for s in get_spec("retail").sources.values()),
@@ -65,3 +68,55 @@ def test_import_shard_verifies_every_tau2_task() -> None:
     invalid = {r["task_id"] for r in records if not r["gold_valid"]}
     assert "retail-tau2-2" in invalid and "retail-tau2-0" not in invalid
     assert sum(r["accepted"] for r in records) > 30
+
+
+def test_every_example_call_has_its_declared_outcome() -> None:
+    spec, engine = get_spec("retail"), get_engine("retail")
+    for tool in spec.tools:
+        assert {e["expect"] for e in tool.examples} == {"ok", "error"}, tool.name
+        for example in tool.examples:
+            with engine.fresh() as db:
+                result = db.call(tool.name, example["arguments"])
+            assert result.ok == (example["expect"] == "ok"), (tool.name, example, result.error)
+
+
+@pytest.mark.slow
+def test_every_write_example_ends_in_tau2s_state() -> None:
+    spec, engine = get_spec("retail"), get_engine("retail")
+    with Tau2Worker() as worker:
+        initial = worker.request(op="initial", domain="retail")["db"]
+        for tool in (t for t in spec.tools if t.kind == "write"):
+            for example in tool.examples:
+                calls = (ToolCall(tool.name, example["arguments"]),)
+                answer = worker.request(op="replay", domain="retail", calls=calls_json(calls))
+                run = replay(engine, calls)
+                try:
+                    assert run.results[0].ok == (answer["errors"][0] is None), (tool.name, example, answer["errors"])
+                    assert state_differences(run.db, run.writes, initial, answer["changed"]) == [], (tool.name, example)
+                finally:
+                    run.close()
+
+
+def test_synthesised_item_changes_verify() -> None:
+    """Returns, exchanges and item modifications take item lists, which the spec's candidates queries build from
+    the order's lines; each synthesised one passes the unchanged gate, and the empty trajectory fails it."""
+    import random
+
+    from synthesis.generate import admission
+    from synthesis.requests import single_write
+    from synthesis.task import Task
+    from synthesis.toolgraph import ToolGraph
+    from verifiers.types import Trajectory
+    from verifiers.verify import verify
+
+    graph = ToolGraph(get_engine("retail"))
+    for k, name in enumerate(["return_delivered_order_items", "exchange_delivered_order_items",
+                              "modify_pending_order_items"]):
+        with graph.engine.fresh() as db:
+            request = single_write(graph, db, random.Random(k), tool=graph.spec.tool(name))
+        assert request is not None, name
+        assert request.calls[0].arguments["item_ids"], name
+        task = Task("retail", 0, [request], 0)
+        _, ok, reason, _ = admission(task, graph, 0.9)
+        assert ok, (name, reason)
+        assert not verify(task.verifiable(), Trajectory(), graph.engine).solved
