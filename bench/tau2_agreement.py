@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_verdicts:
         print(f"  verdict agreement outside known-bad: {fig['verdicts_agree']}/{fig['verdicts_total']} "
               f"= {fig['agreement']:.2%}  ({', '.join(f'{k} {v}' for k, v in fig['per_kind'].items())})")
-        print(f"  same, with our execution and fidelity checks only (tau2's criteria, no completeness): "
-              f"{fig['state_and_said_agree']}/{fig['verdicts_total']} = {fig['state_and_said_agreement']:.2%}")
+        print(f"  our strictest reading (every check, completeness included, whatever the task's criteria): "
+              f"{fig['strict_agree']}/{fig['verdicts_total']} = {fig['strict_agreement']:.2%}")
         for t, kind in report.disagreements():
             ours, theirs = t.verdicts[kind]
             why = t.our_reasons.get(kind, "")

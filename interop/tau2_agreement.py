@@ -1,5 +1,7 @@
 """Agreement between tau2's implementation of a domain and ours: the same gold calls must end in the same
 database, and our verifier must give tau2's evaluator's verdict on the gold, an empty and an altered trajectory.
+Our verdict judges an imported task by its own criteria (tau2's reward basis); the report also gives the
+agreement of our strictest reading (every check), which differs on read-only tasks by design.
 
 The tau2 side runs in its own venv (``interop/tau2_bridge.Tau2Worker``); ours runs in-process.
 """
@@ -31,8 +33,8 @@ class TaskAgreement:
     verdicts: dict[str, tuple[bool, bool]] = field(default_factory=dict)  # kind -> (ours solved, tau2 reward 1)
     altered: str = ""
     our_reasons: dict[str, str] = field(default_factory=dict)
-    # kind -> our execution and fidelity checks alone (tau2's criteria: final state and what was said)
-    state_and_said: dict[str, bool] = field(default_factory=dict)
+    # kind -> our verdict with every check (completeness and identification too), whatever the task's criteria
+    strict: dict[str, bool] = field(default_factory=dict)
 
     @property
     def known_bad(self) -> bool:
@@ -51,7 +53,7 @@ class AgreementReport:
                         sum(k in t.verdicts for t in good)) for k in KINDS}
         agree = sum(a for a, _ in per_kind.values())
         total = sum(n for _, n in per_kind.values())
-        same_criteria = sum(t.state_and_said[k] == t.verdicts[k][1] for t in good for k in t.state_and_said)
+        strict = sum(t.strict[k] == t.verdicts[k][1] for t in good for k in t.strict)
         return {
             "tasks": len(self.tasks),
             "identical_final_db": sum(not t.state_differences for t in self.tasks),
@@ -62,8 +64,8 @@ class AgreementReport:
             "verdicts_agree": agree, "verdicts_total": total,
             "agreement": round(agree / total, 4) if total else None,
             "per_kind": {k: f"{a}/{n}" for k, (a, n) in per_kind.items()},
-            "state_and_said_agree": same_criteria,
-            "state_and_said_agreement": round(same_criteria / total, 4) if total else None,
+            "strict_agree": strict,
+            "strict_agreement": round(strict / total, 4) if total else None,
         }
 
     def disagreements(self) -> list[tuple[TaskAgreement, str]]:
@@ -117,7 +119,7 @@ def compare_task(engine: DomainEngine, worker: Tau2Worker, task: ImportedTask, t
         theirs = worker.request(op="evaluate", domain=task.domain, task_id=task.tau2_id, calls=calls_json(calls),
                                 text=text)
         result.verdicts[kind] = (ours.solved, theirs["reward"] == 1.0)
-        result.state_and_said[kind] = ours.execution.passed and ours.fidelity.passed
+        result.strict[kind] = ours.strict_solved
         if not ours.solved:
             result.our_reasons[kind] = "; ".join(f"{n}: {getattr(ours, n).reason}" for n in ours.failed_checks())
     return result

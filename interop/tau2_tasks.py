@@ -17,6 +17,10 @@ from domains.spec import DomainSpec
 from verifiers.types import VerifiableTask
 
 SOURCE_NAME = "tau2"
+# tau2's reward bases that our checks implement, and which check each becomes. A task's basis defaults, as in
+# tau2, to the final database and what was said.
+BASIS_CHECKS = {"DB": "execution", "COMMUNICATE": "fidelity"}
+DEFAULT_BASIS = ("DB", "COMMUNICATE")
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,11 @@ class ImportedTask:
     tau2_id: str
     task: VerifiableTask
     raw: dict[str, Any]
+    unsupported: tuple[str, ...] = ()  # reward bases of the task that no check of ours implements
+
+    @property
+    def basis(self) -> tuple[str, ...]:
+        return tuple((self.raw.get("evaluation_criteria") or {}).get("reward_basis") or DEFAULT_BASIS)
 
     @property
     def task_id(self) -> str:
@@ -46,12 +55,17 @@ class ImportedTask:
 
 
 def convert(domain: str, raw: dict[str, Any], seed: int = 0) -> ImportedTask:
-    """One tau2 Task dict to an ``ImportedTask``; only the assistant's actions are gold calls."""
+    """One tau2 Task dict to an ``ImportedTask``; only the assistant's actions are gold calls. The task is judged
+    by its own reward basis, as tau2 judges it: DB -> execution, COMMUNICATE -> fidelity."""
     criteria = raw.get("evaluation_criteria") or {}
     calls = tuple(ToolCall(a["name"], dict(a.get("arguments") or {})) for a in criteria.get("actions") or []
                   if a.get("requestor", "assistant") == "assistant")
     info = tuple(str(i) for i in criteria.get("communicate_info") or [])
-    return ImportedTask(domain, str(raw["id"]), VerifiableTask(domain, seed, calls, info), raw)
+    basis = [str(b) for b in criteria.get("reward_basis") or DEFAULT_BASIS]
+    checks = [BASIS_CHECKS[b] for b in basis if b in BASIS_CHECKS]
+    unsupported = tuple(b for b in basis if b not in BASIS_CHECKS)
+    task = VerifiableTask(domain, seed, calls, info, criteria=tuple(checks) or tuple(BASIS_CHECKS.values()))
+    return ImportedTask(domain, str(raw["id"]), task, raw, unsupported)
 
 
 def imported_tasks(spec: DomainSpec, seed: int = 0) -> list[ImportedTask]:

@@ -76,6 +76,7 @@ def admission(task: Task, graph: ToolGraph, threshold: float) -> tuple[TaskRepor
 def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -> dict[str, Any]:
     """Verify a candidate and describe it, verdicts included, as one flat record."""
     report, ok, reason, figures = admission(task, graph, threshold)
+    contract = task.verifiable().contract()
     write_tools = {t.name for t in graph.writes}
     calls = task.gold_calls
     return {
@@ -91,7 +92,7 @@ def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -
         "noop_fails": report.no_action.passed, "noop_reason": report.no_action.reason,
         "mutants": report.mutation.total, "mutants_killed": report.mutation.killed,
         "kill_rate": report.mutation.kill_rate, "survivors": list(report.mutation.survivors),
-        "tau2": task.tau2(), "source": "synthesised",
+        "tau2": task.tau2(), "source": "synthesised", "verification": contract,
         "realism": figures, "notes": task.notes, "persona": task.persona.describe() if task.persona else None,
         "role": task.persona.role if task.persona else None,
         "request": task.reason_for_call(),

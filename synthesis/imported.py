@@ -2,7 +2,8 @@
 
 An import shard gives one record per imported task, in the same shape as ``synthesis.generate.record`` with
 ``source: "tau2"`` and tau2's own task JSON kept as it is. The same gate applies: a task whose gold calls raise,
-or that a do-nothing agent passes, is recorded as rejected with its reason, never published.
+or that a do-nothing agent passes, is recorded as rejected with its reason, never published. Each task is
+judged by its own tau2 reward basis (see ``interop.tau2_tasks.convert``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from domains.registry import get_engine, get_spec
-from interop.tau2_tasks import SOURCE_NAME, ImportedTask, imported_tasks
+from interop.tau2_tasks import BASIS_CHECKS, SOURCE_NAME, ImportedTask, imported_tasks
 from verifiers.verify import check_task
 
 if TYPE_CHECKING:
@@ -24,6 +25,9 @@ def imported_record(task: ImportedTask, cfg: ShardConfig) -> dict[str, Any]:
     engine = get_engine(cfg.domain, cfg.seed)
     report = check_task(task.task, engine)
     ok, reason = report.admissible(cfg.kill_threshold)
+    if task.unsupported:  # a basis we would not check: publishing it would reward what tau2 would not
+        ok, reason = False, (f"unsupported_criteria: tau2 reward basis {', '.join(task.unsupported)} is not checked "
+                             f"by this verifier (supported: {', '.join(BASIS_CHECKS)})")
     calls = task.task.gold_calls
     canonical = [c.to_dict() for c in calls]
     return {
@@ -39,7 +43,7 @@ def imported_record(task: ImportedTask, cfg: ShardConfig) -> dict[str, Any]:
         "noop_fails": report.no_action.passed, "noop_reason": report.no_action.reason,
         "mutants": report.mutation.total, "mutants_killed": report.mutation.killed,
         "kill_rate": report.mutation.kill_rate, "survivors": list(report.mutation.survivors),
-        "tau2": task.raw, "source": SOURCE_NAME,
+        "tau2": task.raw, "source": SOURCE_NAME, "verification": task.task.contract(),
     }
 
 

@@ -11,11 +11,13 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from domains.engine import ToolCall
 from synthesis.requests import Request
 from synthesis.task import STYLE, Task
-from warehouse.reader import connect_readonly, resolve_snapshot
+from verifiers.types import VerifiableTask
+from warehouse.reader import connect_readonly, resolve_snapshot, task_contracts
 
 
 @dataclass
@@ -41,8 +43,10 @@ class SnapshotSample:
 
 
 def from_tau2(task_id: str, domain: str, seed: int, tau2: dict[str, object],
-              gold_calls: list[ToolCall], communicate_info: list[str]) -> StoredTask:
-    """Rebuild one published task from its tau2 JSON and gold calls."""
+              gold_calls: list[ToolCall], communicate_info: list[str],
+              contract: dict[str, Any] | None = None) -> StoredTask:
+    """Rebuild one published task from its tau2 JSON, gold calls and stored verification contract (its user,
+    identification tools and criteria; absent in snapshots written before contracts were stored)."""
     ins = tau2["user_scenario"]["instructions"]  # type: ignore[index]
     known_text = ins.get("known_info") or ""
     known = tuple(known_text.split("; ")) if known_text else ()
@@ -51,7 +55,9 @@ def from_tau2(task_id: str, domain: str, seed: int, tau2: dict[str, object],
     style, distractors = _style_of(domain, ins.get("task_instructions") or "")
     request = Request("stored", ins["reason_for_call"], tuple(gold_calls), communicate=tuple(communicate_info),
                       known=known, unknown=unknown)
+    verifiable = VerifiableTask(domain, seed, tuple(gold_calls)).with_contract(contract)
     return StoredTask(domain=domain, seed=seed, requests=[request], style=style, distractors=distractors,
+                      user=verifiable.user, identify_tools=verifiable.identify_tools, criteria=verifiable.criteria,
                       stored_id=task_id, text=ins["reason_for_call"])
 
 
@@ -66,13 +72,14 @@ def sample_snapshot(warehouse: str | Path, n: int, *, seed: int = 0, snapshot: s
         if domains:
             rows = [r for r in rows if r[1] in set(domains)]
         picked = sorted(random.Random(seed).sample(rows, min(n, len(rows))))
+        contracts = task_contracts(con, sid)
         tasks = []
         for task_id, domain, task_seed, tau2_json, communicate_json in picked:
             calls = [ToolCall(name, json.loads(args)) for name, args in con.execute(
                 "SELECT name, arguments_json FROM gold_calls WHERE snapshot_id = ? AND task_id = ? ORDER BY position",
                 [sid, task_id]).fetchall()]
             tasks.append(from_tau2(task_id, domain, int(task_seed), json.loads(tau2_json), calls,
-                                   json.loads(communicate_json)))
+                                   json.loads(communicate_json), contracts.get(task_id)))
     finally:
         con.close()
     return SnapshotSample(sid, tasks, len(rows))

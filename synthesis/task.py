@@ -12,7 +12,7 @@ from typing import Any
 from domains.engine import ToolCall
 from synthesis.persona import Persona
 from synthesis.requests import Request
-from verifiers.types import VerifiableTask
+from verifiers.types import CHECKS, VerifiableTask
 
 OPENERS = ("I'd like to {c}.", "Could you {c}?", "Please {c}.", "I need you to {c}.", "Can you {c} for me?")
 THEN = ("After that, {c}.", "Then {c}.", "Once that is done, {c}.", "Next, {c}.")
@@ -38,6 +38,7 @@ class Task:
     persona: Persona | None = None
     user: tuple[str, Any] | None = None
     identify_tools: tuple[str, ...] = ()
+    criteria: tuple[str, ...] = CHECKS  # the checks that decide "solved" (a stored tau2 task keeps its own)
 
     @property
     def gold_calls(self) -> tuple[ToolCall, ...]:
@@ -53,7 +54,7 @@ class Task:
 
     def verifiable(self) -> VerifiableTask:
         return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info, self.user,
-                              self.identify_tools)
+                              self.identify_tools, self.criteria)
 
     @property
     def notes(self) -> list[str]:

@@ -11,7 +11,7 @@ from domains.engine import ToolCall
 from domains.registry import get_spec
 from synthesis.persona import scenario_role
 from verifiers.types import VerifiableTask
-from warehouse.reader import WarehouseError, connect_readonly, resolve_snapshot
+from warehouse.reader import WarehouseError, connect_readonly, resolve_snapshot, task_contracts
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class TrainingTask:
     schedule_id: str | None = None  # the pricing schedule drawn for this instance (train/trainset.py)
     cost_scale: float = 1.0  # that schedule's prices relative to the nominal table, applied to every tool's cost
     latency_scale: float = 1.0
+    # the stored verification contract (criteria, user, identify_tools); None: a snapshot written before it
+    contract: dict[str, Any] | None = None
 
     @property
     def role(self) -> str | None:
@@ -55,7 +57,8 @@ class TrainingTask:
         return tuple(k.strip() for k in str(known).split("; ") if k.strip())
 
     def verifiable(self) -> VerifiableTask:
-        return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info)
+        """The task as admission judged it: the reward checks the same user identification and criteria."""
+        return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info).with_contract(self.contract)
 
 
 @dataclass
@@ -92,8 +95,9 @@ def load_training_set(warehouse: str | Path, snapshot: str = "latest", domains: 
                 "SELECT task_id, name, arguments_json FROM gold_calls WHERE snapshot_id = ? ORDER BY task_id, position",
                 [snapshot_id]).fetchall():
             gold.setdefault(task_id, []).append(ToolCall(name, json.loads(args)))
+        contracts = task_contracts(con, snapshot_id)
         tasks = [TrainingTask(tid, dom, int(seed), instr, tuple(gold.get(tid, ())), tuple(json.loads(info or "[]")),
-                              user_scenario=json.loads(tau2 or "{}").get("user_scenario"))
+                              user_scenario=json.loads(tau2 or "{}").get("user_scenario"), contract=contracts.get(tid))
                  for tid, dom, seed, instr, info, tau2 in rows]
         used = sorted({t.domain for t in tasks})
         tools: dict[str, list[CatalogTool]] = {d: [] for d in used}

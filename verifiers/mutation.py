@@ -10,17 +10,18 @@ from typing import Any
 
 from domains.engine import DomainEngine, ToolCall
 from verifiers.replay import Replay
+from verifiers.types import Mutant
 
 MAX_VALUE_CHANGES_PER_CALL = 4
 
 
-def mutants(engine: DomainEngine, gold_calls: tuple[ToolCall, ...], gold: Replay) -> list[tuple[str, str, tuple[ToolCall, ...]]]:
-    """(kind, description, calls) for every mutant, in a fixed order for a given gold sequence."""
+def mutants(engine: DomainEngine, gold_calls: tuple[ToolCall, ...], gold: Replay) -> list[Mutant]:
+    """Every mutant, in a fixed order for a given gold sequence."""
     rng = random.Random(hashlib.sha256(json.dumps([c.to_dict() for c in gold_calls], sort_keys=True,
                                                   default=str).encode()).hexdigest())
-    out: list[tuple[str, str, tuple[ToolCall, ...]]] = []
+    out: list[Mutant] = []
     for i, call in enumerate(gold_calls):
-        out.append(("drop", f"drop call {i} ({call.name})", gold_calls[:i] + gold_calls[i + 1:]))
+        out.append(Mutant("drop", f"drop call {i} ({call.name})", gold_calls[:i] + gold_calls[i + 1:], (i,)))
     for i, call in enumerate(gold_calls):
         names = sorted(call.arguments)
         rng.shuffle(names)
@@ -29,13 +30,14 @@ def mutants(engine: DomainEngine, gold_calls: tuple[ToolCall, ...], gold: Replay
             if alt is _NONE:
                 continue
             changed = ToolCall(call.name, {**call.arguments, name: alt})
-            out.append(("change_argument", f"call {i} ({call.name}): {name}={_show(call.arguments[name])} -> {_show(alt)}",
-                        gold_calls[:i] + (changed,) + gold_calls[i + 1:]))
+            out.append(Mutant("change_argument",
+                              f"call {i} ({call.name}): {name}={_show(call.arguments[name])} -> {_show(alt)}",
+                              gold_calls[:i] + (changed,) + gold_calls[i + 1:], (i,)))
     for i in range(len(gold_calls) - 1):
         if _dependent(gold, gold_calls, i):
             swapped = gold_calls[:i] + (gold_calls[i + 1], gold_calls[i]) + gold_calls[i + 2:]
-            out.append(("reorder", f"swap calls {i} and {i + 1} ({gold_calls[i].name}, {gold_calls[i + 1].name})",
-                        swapped))
+            out.append(Mutant("reorder", f"swap calls {i} and {i + 1} ({gold_calls[i].name}, {gold_calls[i + 1].name})",
+                              swapped, (i, i + 1)))
     return out
 
 

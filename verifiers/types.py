@@ -7,10 +7,25 @@ from typing import Any
 
 from domains.engine import ToolCall
 
+# Every check a trajectory gets, in the order reasons are reported. A task declares which of them decide
+# "solved" (its criteria); a synthesised task declares all four.
+CHECKS = ("execution", "fidelity", "completeness", "identification")
+
+
+def checked_criteria(criteria: Any) -> tuple[str, ...]:
+    """The criteria as a tuple in CHECKS order; ValueError naming what is wrong otherwise."""
+    if isinstance(criteria, str) or not isinstance(criteria, (list, tuple)) or not criteria:
+        raise ValueError(f"criteria must be a non-empty list of {', '.join(CHECKS)}; got {criteria!r}")
+    unknown = [c for c in criteria if c not in CHECKS]
+    if unknown:
+        raise ValueError(f"unknown criteria {unknown!r}; known: {', '.join(CHECKS)}")
+    return tuple(c for c in CHECKS if c in criteria)
+
 
 @dataclass(frozen=True)
 class VerifiableTask:
-    """The parts of a task the verifier needs: where it starts, the gold calls, what must be said."""
+    """The parts of a task the verifier needs: where it starts, the gold calls, what must be said, who the
+    user is, and which checks decide "solved" (the task's criteria)."""
 
     domain: str
     seed: int
@@ -19,13 +34,33 @@ class VerifiableTask:
     # the task's user (table, key) and the tools that identify them; None: the task names no user
     user: tuple[str, Any] | None = None
     identify_tools: tuple[str, ...] = ()
+    # tau2's tasks declare a reward basis (final state and what was said); ours declare every check
+    criteria: tuple[str, ...] = CHECKS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "criteria", checked_criteria(self.criteria))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VerifiableTask:
         calls = tuple(ToolCall(c["name"], dict(c.get("arguments", {}))) for c in data["gold_calls"])
         user = tuple(data["user"]) if data.get("user") else None
         return cls(data["domain"], int(data.get("seed", 0)), calls, tuple(data.get("communicate_info", ())),
-                   user, tuple(data.get("identify_tools", ())))  # type: ignore[arg-type]
+                   user, tuple(data.get("identify_tools", ())),  # type: ignore[arg-type]
+                   tuple(data.get("criteria") or CHECKS))
+
+    def contract(self) -> dict[str, Any]:
+        """What the verifier needs beyond the gold calls and communicate_info, as stored with a published task
+        (warehouse ``tasks.verification_json``) so that the RL reward judges exactly as admission did."""
+        return {"criteria": list(self.criteria), "user": list(self.user) if self.user else None,
+                "identify_tools": list(self.identify_tools)}
+
+    def with_contract(self, contract: dict[str, Any] | None) -> VerifiableTask:
+        """This task with a stored contract applied; ``None`` (a snapshot written before contracts): unchanged."""
+        if not contract:
+            return self
+        user = tuple(contract["user"]) if contract.get("user") else None
+        return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info, user,  # type: ignore[arg-type]
+                              tuple(contract.get("identify_tools") or ()), tuple(contract.get("criteria") or CHECKS))
 
 
 @dataclass(frozen=True)
@@ -48,14 +83,20 @@ class Verdict:
     fidelity: Check
     completeness: Check
     identification: Check = Check(True, "the task names no user to identify")
+    criteria: tuple[str, ...] = CHECKS  # the checks that decide "solved" (the task's own)
 
     @property
     def solved(self) -> bool:
-        return (self.execution.passed and self.fidelity.passed and self.completeness.passed
-                and self.identification.passed)
+        return all(getattr(self, n).passed for n in self.criteria)
+
+    @property
+    def strict_solved(self) -> bool:
+        """Every check passes, whatever the task's criteria: our strictest reading."""
+        return all(getattr(self, n).passed for n in CHECKS)
 
     def failed_checks(self) -> list[str]:
-        return [n for n in ("execution", "fidelity", "completeness", "identification") if not getattr(self, n).passed]
+        """The task's criteria that failed (what makes ``solved`` false)."""
+        return [n for n in self.criteria if not getattr(self, n).passed]
 
 
 @dataclass(frozen=True)
@@ -63,6 +104,7 @@ class Mutant:
     kind: str  # "drop" | "change_argument" | "reorder"
     description: str
     calls: tuple[ToolCall, ...]
+    touched: tuple[int, ...] = ()  # the positions in the gold sequence that this mutant dropped, changed or moved
 
 
 @dataclass(frozen=True)
@@ -70,6 +112,7 @@ class MutationReport:
     total: int
     killed: int
     survivors: tuple[str, ...] = field(default_factory=tuple)
+    unjudged: int = 0  # mutants of read calls only, left out for a task whose criteria do not judge reads
 
     @property
     def kill_rate(self) -> float:

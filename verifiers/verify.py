@@ -31,7 +31,8 @@ def verify(task: VerifiableTask, trajectory: Trajectory, engine: DomainEngine | 
                        fidelity=fidelity_check(task.communicate_info, trajectory.assistant_text),
                        completeness=completeness_check(gold, candidate),
                        identification=identification_check(task.user, task.identify_tools, trajectory.calls,
-                                                           candidate, writes))
+                                                           candidate, writes),
+                       criteria=task.criteria)
     finally:
         candidate.close()
         if own_gold:
@@ -45,7 +46,11 @@ def outcome_reward(task: VerifiableTask, trajectory: Trajectory) -> float:
 
 def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> TaskReport:
     """Task-level checks. Mutants are scored as if the agent also said the right answer, so only the
-    state and completeness checks can kill them: the strict reading of 'the gold calls matter'."""
+    state and completeness checks can kill them: the strict reading of 'the gold calls matter'.
+
+    A task whose criteria leave out completeness (tau2's: final state and what was said) does not judge how
+    the agent found things out, so mutants that only drop, change or move read calls are not counted for it
+    (``MutationReport.unjudged``): they end in the gold state by construction."""
     engine = engine or engine_for(task)
     gold = replay(engine, task.gold_calls)
     try:
@@ -61,15 +66,20 @@ def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> Task
         no_action = (Check(True, f"the empty trajectory fails {', '.join(empty.failed_checks())}")
                      if not empty.solved else Check(False, "the empty trajectory solves the task"))
         said = " ".join(task.communicate_info)
-        killed, survivors, total = 0, [], 0
+        killed, survivors, total, unjudged = 0, [], 0, 0
+        judges_reads = "completeness" in task.criteria
+        writes = {t.name for t in engine.spec.tools if t.kind == "write"}
         if validity.passed:
-            for kind, description, calls in mutants(engine, task.gold_calls, gold):
+            for mutant in mutants(engine, task.gold_calls, gold):
+                if not judges_reads and not any(task.gold_calls[i].name in writes for i in mutant.touched):
+                    unjudged += 1
+                    continue
                 total += 1
-                if verify(task, Trajectory(calls, said), engine, gold).solved:
-                    survivors.append(f"{kind}: {description}")
+                if verify(task, Trajectory(mutant.calls, said), engine, gold).solved:
+                    survivors.append(f"{mutant.kind}: {mutant.description}")
                 else:
                     killed += 1
         return TaskReport(gold_validity=validity, no_action=no_action,
-                          mutation=MutationReport(total, killed, tuple(survivors)), writes=len(gold.writes))
+                          mutation=MutationReport(total, killed, tuple(survivors), unjudged), writes=len(gold.writes))
     finally:
         gold.close()

@@ -43,6 +43,7 @@ HF_FEATURES = Features({
     "communicate_info": [Value("string")], "evolved_from": Value("string"), "operator": Value("string"),
     "depth": Value("int64"), "calls": Value("int64"), "distinct_tools": Value("int64"),
     "write_calls": Value("int64"), "kill_rate": Value("float64"), "tau2_json": Value("string"),
+    "verification_json": Value("string"),
 })
 
 
@@ -170,7 +171,7 @@ def _task_rows(con: duckdb.DuckDBPyConnection, sid: str) -> list[dict[str, Any]]
         calls.setdefault(task_id, []).append({"name": name, "arguments_json": arguments_json})
     cur = con.execute(
         "SELECT t.task_id, t.domain, t.seed, t.kinds, t.instruction, t.communicate_info_json, t.evolved_from,"
-        " t.operator, t.depth, t.calls, t.distinct_tools, t.write_calls, v.kill_rate, t.tau2_json"
+        " t.operator, t.depth, t.calls, t.distinct_tools, t.write_calls, v.kill_rate, t.tau2_json, t.verification_json"
         " FROM tasks t LEFT JOIN verdicts v USING (snapshot_id, task_id)"
         " WHERE t.snapshot_id = ? ORDER BY t.domain, t.task_id", [sid])
     names = [d[0] for d in cur.description]

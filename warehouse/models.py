@@ -79,6 +79,9 @@ class Task(SQLModel, table=True):
     write_calls: int
     tau2_json: str
     source: str = "synthesised"  # or "tau2": imported from tau2's tasks.json (synthesis/imported.py)
+    # what the verifier needs besides the gold calls: criteria, user, identify_tools (VerifiableTask.contract);
+    # NULL in snapshots written before it was stored
+    verification_json: str | None = None
 
 
 class GoldCall(SQLModel, table=True):

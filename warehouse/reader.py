@@ -11,7 +11,7 @@ import duckdb
 from warehouse.checks import check_readable, first_line
 from warehouse.errors import WarehouseError
 
-__all__ = ["WarehouseError", "connect_readonly", "list_snapshots", "resolve_snapshot"]
+__all__ = ["WarehouseError", "connect_readonly", "list_snapshots", "resolve_snapshot", "task_contracts"]
 
 
 def connect_readonly(path: str | Path) -> duckdb.DuckDBPyConnection:
@@ -54,3 +54,14 @@ def list_snapshots(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
                     "rejection_reasons": s.get("rejection_reasons", {}), "code_version": code,
                     "config_hash": config_hash})
     return out
+
+
+def task_contracts(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> dict[str, dict[str, Any]]:
+    """Each task's stored verification contract (``VerifiableTask.contract``); {} for a warehouse or snapshot
+    written before contracts were stored (its tasks are judged with every check and no user)."""
+    columns = {r[0] for r in con.execute("DESCRIBE tasks").fetchall()}
+    if "verification_json" not in columns:
+        return {}
+    return {task_id: json.loads(text) for task_id, text in con.execute(
+        "SELECT task_id, verification_json FROM tasks WHERE snapshot_id = ? AND verification_json IS NOT NULL",
+        [snapshot_id]).fetchall()}

@@ -51,6 +51,7 @@ def ensure_schema(path: Path) -> None:
     try:
         # a column added after a warehouse was created (create_all adds tables, never columns)
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS source VARCHAR DEFAULT 'synthesised'")
+        con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS verification_json VARCHAR")
         for name, sql in VIEWS.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     finally:

@@ -181,7 +181,9 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
         "evolved_from": r["evolved_from"], "operator": r["operator"], "depth": r["depth"], "calls": r["calls"],
         "distinct_tools": r["distinct_tools"], "write_calls": r["write_calls"],
         "tau2_json": json.dumps(r["tau2"], ensure_ascii=False, default=str),
-        "source": r.get("source", "synthesised")} for r in accepted])
+        "source": r.get("source", "synthesised"),
+        "verification_json": json.dumps(r["verification"], ensure_ascii=False, default=str)
+        if r.get("verification") else None} for r in accepted])
     _insert(con, "gold_calls", [{
         "snapshot_id": sid, "task_id": r["task_id"], "position": i, "name": c["name"],
         "arguments_json": json.dumps(c["arguments"], ensure_ascii=False, sort_keys=True, default=str)}

@@ -100,10 +100,11 @@ def test_gold_replays_and_verdicts_agree_with_tau2_on_a_subset() -> None:
         if task.task_id != "5":
             assert task.verdicts["altered"] == (False, False), (task.task_id, task.altered)
             assert task.verdicts["empty"] == (False, False), task.task_id
-    # task 5 writes nothing and asks nothing to be said: tau2 passes a do-nothing agent, our completeness check
-    # (every row the gold read must be read) fails it: the one documented kind of disagreement
+    # task 5 writes nothing and asks nothing to be said. Judged by its own criteria (tau2's reward basis: final
+    # state and what was said), a do-nothing agent passes it in both; our strictest reading (completeness: every
+    # row the gold read must be read) would fail it, which is why the import gate never publishes it
     read_only = next(t for t in report.tasks if t.task_id == "5")
-    assert read_only.verdicts["empty"] == (False, True)
+    assert read_only.verdicts["empty"] == (True, True) and read_only.strict["empty"] is False
 
 
 def test_import_shard_verifies_every_tau2_task() -> None:
@@ -117,6 +118,11 @@ def test_import_shard_verifies_every_tau2_task() -> None:
     invalid = {r["task_id"] for r in records if not r["gold_valid"]}
     assert invalid == {f"airline-tau2-{n}" for n in ("0", "10", "26", "28", "31", "34", "46")}
     assert sum(r["accepted"] for r in records) >= 30
+    assert all(r["verification"]["criteria"] == ["execution", "fidelity"] for r in records)
+    # a task whose gold only reads and that asks nothing to be said: tau2's own criteria pass a do-nothing agent,
+    # so it is refused, never published
+    read_only = next(r for r in records if r["task_id"] == "airline-tau2-5")
+    assert not read_only["accepted"] and read_only["reason"] == "noop_passes"
 
 
 def test_synthesised_airline_tasks_pass_their_own_checks() -> None:

@@ -51,11 +51,12 @@ def test_gold_replays_and_verdicts_agree_with_tau2_on_a_subset() -> None:
         if task.task_id != "10":
             assert task.verdicts["altered"] == (False, False), (task.task_id, task.altered)
             assert task.verdicts["empty"] == (False, False), task.task_id
-    # task 10 writes nothing and asks nothing to be said: tau2 passes a do-nothing agent and one that reads the
-    # wrong order, our completeness check (every row the gold read must be read) fails both: the one documented
-    # kind of disagreement
+    # task 10 writes nothing and asks nothing to be said: judged by its own criteria (tau2's reward basis), a
+    # do-nothing agent and one that reads the wrong order both pass, in both implementations; our strictest
+    # reading (completeness) would fail both
     read_only = next(t for t in report.tasks if t.task_id == "10")
-    assert read_only.verdicts["empty"] == (False, True) and read_only.verdicts["altered"] == (False, True)
+    assert read_only.verdicts["empty"] == (True, True) and read_only.verdicts["altered"] == (True, True)
+    assert read_only.strict == {"gold": True, "empty": False, "altered": False}
 
 
 def test_import_shard_verifies_every_tau2_task() -> None:
@@ -120,3 +121,24 @@ def test_synthesised_item_changes_verify() -> None:
         _, ok, reason, _ = admission(task, graph, 0.9)
         assert ok, (name, reason)
         assert not verify(task.verifiable(), Trajectory(), graph.engine).solved
+
+
+def test_an_imported_task_is_judged_by_its_own_reward_basis() -> None:
+    from interop.tau2_tasks import convert
+    from synthesis.generate import ShardConfig
+    from synthesis.imported import imported_record
+    from verifiers.types import Trajectory
+    from verifiers.verify import verify
+
+    raw = {"id": "x", "user_scenario": {"instructions": "cancel it"}, "evaluation_criteria": {
+        "actions": [{"name": "get_user_details", "arguments": {"user_id": "noah_brown_6181"}}], "communicate_info": []}}
+    task = convert("retail", raw)
+    assert task.task.criteria == ("execution", "fidelity") and not task.unsupported  # tau2's default basis
+    verdict = verify(task.task, Trajectory())
+    assert verdict.solved and not verdict.strict_solved and not verdict.completeness.passed
+    # a basis no check of ours implements is refused with its name, never published
+    judged = convert("retail", {**raw, "evaluation_criteria": {**raw["evaluation_criteria"],
+                                                               "reward_basis": ["DB", "NL_ASSERTION"]}})
+    record = imported_record(judged, ShardConfig("retail", 0, 0, imported=True))
+    assert not record["accepted"] and record["reason"] == "unsupported_criteria"
+    assert "NL_ASSERTION" in record["reason_detail"]

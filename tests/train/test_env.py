@@ -203,3 +203,27 @@ def test_local_search_and_the_code_interpreter_run_inside_the_loop(data: Trainin
     assert result.usage["local_search"].calls == 1 and result.usage["code_interpreter"].calls == 1
     assert result.usage["local_search"].cost_usd == 0 and result.usage["local_search"].latency_s > 0
     assert result.solved and result.format_errors == 0  # extra reads of no state do not break the outcome
+
+
+def test_the_reward_judges_a_loaded_task_as_admission_did_identification_included(data: TrainingSet) -> None:
+    from verifiers.types import Trajectory
+    from verifiers.verify import verify
+
+    with_user = [t for t in data.tasks if t.contract and t.contract["user"]]
+    assert with_user and all(t.contract["criteria"] == ["execution", "fidelity", "completeness", "identification"]
+                             for t in data.tasks)
+    task = with_user[0]
+    verifiable = task.verifiable()
+    assert verifiable.user == tuple(task.contract["user"]) and verifiable.identify_tools
+    said = " ".join(task.communicate_info)
+    assert verify(verifiable, Trajectory(task.gold_calls, said)).solved
+    # the same calls with the identification call moved after the first write: the state is the gold's, yet the
+    # policy's first rule is broken, and the reward says so (it did not before the contract was stored)
+    writes = {t.name for t in data.tools[task.domain] if t.kind == "write"}
+    calls = list(task.gold_calls)
+    ident = next((i for i, c in enumerate(calls) if c.name in verifiable.identify_tools), None)
+    first_write = next((i for i, c in enumerate(calls) if c.name in writes), None)
+    if ident is not None and first_write is not None and ident < first_write:
+        moved = calls[:ident] + calls[ident + 1:first_write + 1] + [calls[ident]] + calls[first_write + 1:]
+        verdict = verify(verifiable, Trajectory(tuple(moved), said))
+        assert not verdict.solved and verdict.failed_checks() == ["identification"]

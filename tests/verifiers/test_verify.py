@@ -101,3 +101,31 @@ def test_surviving_mutants_are_reported() -> None:
     report = check_task(task)
     assert report.mutation.kill_rate < 1.0
     assert any(s.startswith("drop: drop call") for s in report.mutation.survivors)
+
+
+def test_a_task_is_solved_by_its_own_criteria_and_the_strict_reading_stays_available() -> None:
+    import dataclasses
+
+    import pytest
+
+    state_and_said = dataclasses.replace(ESCALATE_AND_REPORT, criteria=("fidelity", "execution"))
+    assert state_and_said.criteria == ("execution", "fidelity")  # kept in one order
+    no_read = Trajectory(ESCALATE_AND_REPORT.gold_calls[1:], "warning")  # the escalation without looking it up
+    assert verify(state_and_said, no_read).solved and not verify(state_and_said, no_read).strict_solved
+    assert verify(ESCALATE_AND_REPORT, no_read).failed_checks() == ["completeness"]
+    for bad in ((), "execution", ("execution", "speed")):
+        with pytest.raises(ValueError, match="criteria"):
+            dataclasses.replace(ESCALATE_AND_REPORT, criteria=bad)
+
+
+def test_mutants_of_read_calls_are_not_counted_for_a_task_that_does_not_judge_reads() -> None:
+    import dataclasses
+
+    strict = check_task(ESCALATE_AND_REPORT).mutation
+    state_and_said = check_task(dataclasses.replace(ESCALATE_AND_REPORT, criteria=("execution", "fidelity"))).mutation
+    assert strict.unjudged == 0 and state_and_said.unjudged > 0
+    assert state_and_said.total + state_and_said.unjudged == strict.total
+    assert state_and_said.kill_rate == 1.0  # every mutant of the write still fails
+    contract = ESCALATE_AND_REPORT.contract()
+    rebuilt = VerifiableTask("weather", 0, ESCALATE_AND_REPORT.gold_calls, ("warning",)).with_contract(contract)
+    assert rebuilt == ESCALATE_AND_REPORT

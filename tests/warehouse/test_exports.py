@@ -20,7 +20,8 @@ from warehouse.exports import TAU2_SCHEMA_PATH, TaskSchemaError, export_hf, expo
 from warehouse.reader import WarehouseError
 
 COLUMNS = {"task_id", "domain", "seed", "kinds", "instruction", "user_scenario", "gold_calls", "communicate_info",
-           "evolved_from", "operator", "depth", "calls", "distinct_tools", "write_calls", "kill_rate", "tau2_json"}
+           "evolved_from", "operator", "depth", "calls", "distinct_tools", "write_calls", "kill_rate", "tau2_json",
+           "verification_json"}
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +58,8 @@ def test_hf_export_loads_with_every_published_task(warehouse: dict[str, Any]) ->
     assert isinstance(json.loads(first["gold_calls"][0]["arguments_json"]), dict)
     assert "instructions" in json.loads(first["user_scenario"])
     assert json.loads(first["tau2_json"])["id"] == first["task_id"]
+    contract = json.loads(first["verification_json"])  # what a reward needs to judge as admission did
+    assert contract["criteria"] == ["execution", "fidelity", "completeness", "identification"]
     assert sum(pq.read_table(p).num_rows for p in (out / "parquet").glob("*.parquet")) == warehouse["tasks"]
 
 
