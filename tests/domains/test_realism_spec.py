@@ -102,7 +102,8 @@ def test_a_role_noun_is_optional_and_loaded_when_given() -> None:
     raw = copy.deepcopy(RAILWAY)
     raw["users"]["roles"][0]["noun"] = "season ticket holder"
     assert parse_spec(raw).users.role("customer").noun == "season ticket holder"  # type: ignore[union-attr]
-    assert get_spec("railway").users.role("customer").noun is None  # type: ignore[union-attr]
+    assert get_spec("railway").users.role("customer").noun == "passenger"  # type: ignore[union-attr]
+    assert get_spec("finance").users.role("customer").noun is None  # type: ignore[union-attr]
 
 
 def test_the_staff_roles_say_who_they_are() -> None:
