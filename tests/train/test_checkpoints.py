@@ -141,7 +141,8 @@ def test_evaluating_an_incomplete_checkpoint_is_one_error_line(run_dir: Path, sm
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: cannot evaluate {ckpt}: incomplete checkpoint") and "\n" not in err
     # the complete one and a plain model folder (the converted SmolLM2) still load
-    assert CheckpointPolicy.load(str(run_dir / "checkpoint-1"), 4).act([{"role": "user", "content": "hi"}]) != None
+    assert isinstance(CheckpointPolicy.load(str(run_dir / "checkpoint-1"), 4).act([{"role": "user", "content": "hi"}]),
+                      str)
     assert evaluation_problems(smollm2_path) == []
     EvalConfig(warehouse="unused.duckdb", model=smollm2_path).validate()
 
