@@ -20,8 +20,11 @@ class CheckpointPolicy:
     def load(cls, folder: str, max_new_tokens: int = 256) -> CheckpointPolicy:
         from transformers import AutoModelForCausalLM
 
+        from train.checkpoints import evaluation_problems
         from train.model import load_tokenizer
 
+        if problems := evaluation_problems(folder):
+            raise ValueError(f"cannot load {folder}: incomplete checkpoint ({'; '.join(problems)})")
         tokenizer = load_tokenizer(folder)
         model = AutoModelForCausalLM.from_pretrained(folder)
         model.eval()

@@ -26,6 +26,7 @@ from inference.client import LLMClient
 from inference.endpoints import load_endpoints
 from inference.pricing import synthetic_schedules
 from train.agent_runs import MeasuredEpisode, run_measured
+from train.checkpoints import evaluation_problems
 from train.env import EnvConfig, Environment
 from train.experts import ExpertPool, ExpertSpec
 from train.policies import LLMPolicy, Policy
@@ -62,6 +63,9 @@ class EvalConfig:
         if self.max_turns < 1 or self.agent_max_tokens < 1:
             raise ValueError("max_turns and agent_max_tokens must be at least 1")
         Preference.from_dict(self.preference)  # a bad preference vector fails before any episode runs
+        if Path(self.model).is_dir() and (problems := evaluation_problems(self.model)):
+            # a checkpoint a kill left half-written: one line now, not a traceback from from_pretrained later
+            raise ValueError(f"cannot evaluate {self.model}: incomplete checkpoint ({'; '.join(problems)})")
 
 
 @dataclass

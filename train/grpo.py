@@ -7,7 +7,8 @@
 Rollouts come in through TRL's ``rollout_func``: each prompt of the batch becomes one episode (train/episode.py),
 its model tokens are trained on and its observation tokens masked out (``env_mask``). The reward is
 ``train.rewards.toolscale_reward`` over each group. Checkpoints go to ``<output-dir>/checkpoint-N``; a rerun with the
-same output dir resumes from the last one.
+same output dir resumes from the newest complete one (train/checkpoints.py: a folder a kill left half-written is
+set aside under ``<output-dir>/incomplete/``, never resumed from or deleted).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from train.checkpoints import complete_checkpoints, resume_point
 from train.episode import EpisodeLimits, instance_tools, run_episodes, start_episode, system_prompt
 from train.model import HFGenerator, VLLMGenerator, load_tokenizer, resolve_model
 from train.profiles import Profile, load_profile
@@ -174,14 +176,15 @@ def build_trainer(profile: Profile, warehouse: str, output_dir: str, work_dir: s
 
 
 def checkpoints(output_dir: str | Path) -> list[str]:
-    found = [p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-    return [str(p) for p in sorted(found, key=lambda p: int(p.name.split("-")[-1]))]
+    """The run's complete checkpoint folders, oldest first: a half-written one is never listed."""
+    return complete_checkpoints(output_dir)
 
 
 def train(profile: Profile, warehouse: str, output_dir: str, work_dir: str = "work",
           snapshot: str | None = None, data: TrainingSet | None = None,
-          callbacks: Sequence[Any] = ()) -> RunResult:
-    """Train, checkpointing every ``save_steps``; resumes from the last checkpoint in ``output_dir`` if any."""
+          callbacks: Sequence[Any] = (), progress: Callable[[str], None] | None = None) -> RunResult:
+    """Train, checkpointing every ``save_steps``; resumes from the newest complete checkpoint in ``output_dir``
+    if any, after setting aside the incomplete ones (``progress``, default stderr, gets one line for each)."""
     from transformers import TrainerCallback
 
     step_seconds: list[float] = []
@@ -197,8 +200,10 @@ def train(profile: Profile, warehouse: str, output_dir: str, work_dir: str = "wo
     trainer.add_callback(StepClock())
     for callback in callbacks:
         trainer.add_callback(callback)
-    previous = checkpoints(output_dir)
-    trainer.train(resume_from_checkpoint=previous[-1] if previous else None)
+    # under accelerate every process picks the same folder, but only the main one renames the incomplete ones
+    main_process = int(os.environ.get("RANK", "0")) == 0
+    start = resume_point(output_dir, progress, move=main_process)
+    trainer.train(resume_from_checkpoint=start)
     return RunResult(output_dir, trainer.state.global_step, checkpoints(output_dir), dict(dropped),
                      trainer.state.log_history, timer, step_seconds)
 
