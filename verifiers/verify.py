@@ -11,7 +11,7 @@ from domains.registry import get_engine
 from verifiers.checks import completeness_check, execution_check, fidelity_check, identification_check
 from verifiers.mutation import mutants
 from verifiers.replay import Replay, replay
-from verifiers.types import Check, MutationReport, TaskReport, Trajectory, Verdict, VerifiableTask
+from verifiers.types import CHECKS, Check, MutationReport, TaskReport, Trajectory, Verdict, VerifiableTask
 
 
 def engine_for(task: VerifiableTask) -> DomainEngine:
@@ -39,6 +39,10 @@ def verify(task: VerifiableTask, trajectory: Trajectory, engine: DomainEngine | 
             gold.close()
 
 
+def _judged_by(task: VerifiableTask) -> str:
+    return "" if task.criteria == CHECKS else f" (judged by its criteria: {', '.join(task.criteria)})"
+
+
 def outcome_reward(task: VerifiableTask, trajectory: Trajectory) -> float:
     """1.0 when the trajectory solves the task, else 0.0 (the outcome term of the RL reward)."""
     return 1.0 if verify(task, trajectory).solved else 0.0
@@ -64,7 +68,7 @@ def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> Task
             validity = Check(True, f"all {len(task.gold_calls)} gold call(s) succeed")
         empty = verify(task, Trajectory(), engine, gold)
         no_action = (Check(True, f"the empty trajectory fails {', '.join(empty.failed_checks())}")
-                     if not empty.solved else Check(False, "the empty trajectory solves the task"))
+                     if not empty.solved else Check(False, "the empty trajectory solves the task" + _judged_by(task)))
         said = " ".join(task.communicate_info)
         killed, survivors, total, unjudged = 0, [], 0, 0
         judges_reads = "completeness" in task.criteria
