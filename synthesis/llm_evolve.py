@@ -100,7 +100,7 @@ def menu(task: Task, options_per_operator: int = OPTIONS_PER_OPERATOR,
     graph = _graph(task.domain, task.seed)
     converted = is_converted(graph)
     if converted and (task.user is None or task.persona is None):
-        return []  # a task read back from a snapshot keeps no user record: the realistic operators need one
+        return []  # a stored task of a snapshot written before contracts were kept: no user to grow from
     operators = REALISTIC_OPERATORS if converted else {n: OPERATORS[n] for n in MENU_OPERATORS}
     out: list[MenuOption] = []
     for name, operator in operators.items():

@@ -47,6 +47,21 @@ class Persona:
         return f"{self.name}, {self.described_as}: {self.manner}"
 
 
+_PERSONA_TEXT = re.compile(r"^(?P<name>[^,]+), an? (?P<noun>[a-z][a-z -]*): (?P<manner>.+)$", re.DOTALL)
+
+
+def stored_persona(user_scenario: dict[str, Any] | None) -> Persona | None:
+    """The persona of a stored task, rebuilt from its ``user_scenario`` (persona text and role); None when the text
+    is not one this code writes or the role is unknown."""
+    scenario = user_scenario or {}
+    text, role = scenario.get("persona"), scenario_role(scenario)
+    match = _PERSONA_TEXT.match(text) if isinstance(text, str) else None
+    if match is None or role is None:
+        return None
+    noun = match.group("noun")
+    return Persona(match.group("name"), role, match.group("manner"), "" if noun == role else noun)
+
+
 def scenario_role(user_scenario: dict[str, Any] | None) -> str | None:
     """The user's spec role of a stored task: the scenario's ``role``, else (snapshots written before it travelled
     as data) the role word of the persona text, when that word is a role name."""
@@ -59,4 +74,4 @@ def scenario_role(user_scenario: dict[str, Any] | None) -> str | None:
     return match.group(1) if match and match.group(1) in _LEGACY_ROLES else None
 
 
-__all__ = ["Persona", "scenario_role", "with_article"]
+__all__ = ["Persona", "scenario_role", "stored_persona", "with_article"]

@@ -1,4 +1,5 @@
 """Tasks read back from a warehouse snapshot, as ``Task`` objects the LLM stages can rewrite, evolve and verify.
+The stored verification contract gives back the user and criteria, the user scenario the persona.
 
 A published task keeps its request text, what the user knows, its gold calls and what must be said; it does not
 keep the sampler's per-request structure. A ``StoredTask`` holds the whole request as one ``Request`` whose calls
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from domains.engine import ToolCall
+from synthesis.persona import stored_persona
 from synthesis.requests import Request
 from synthesis.task import STYLE, Task
 from verifiers.types import VerifiableTask
@@ -56,9 +58,11 @@ def from_tau2(task_id: str, domain: str, seed: int, tau2: dict[str, object],
     request = Request("stored", ins["reason_for_call"], tuple(gold_calls), communicate=tuple(communicate_info),
                       known=known, unknown=unknown)
     verifiable = VerifiableTask(domain, seed, tuple(gold_calls)).with_contract(contract)
+    # who asks: with the user from the contract, the realistic evolution operators can grow the task (same user)
+    persona = stored_persona(tau2.get("user_scenario")) if verifiable.user else None  # type: ignore[arg-type]
     return StoredTask(domain=domain, seed=seed, requests=[request], style=style, distractors=distractors,
-                      user=verifiable.user, identify_tools=verifiable.identify_tools, criteria=verifiable.criteria,
-                      stored_id=task_id, text=ins["reason_for_call"])
+                      persona=persona, user=verifiable.user, identify_tools=verifiable.identify_tools,
+                      criteria=verifiable.criteria, stored_id=task_id, text=ins["reason_for_call"])
 
 
 def sample_snapshot(warehouse: str | Path, n: int, *, seed: int = 0, snapshot: str = "latest",

@@ -4,6 +4,7 @@ menu, the audit and the tau2 export; snapshots written before keep working from 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def test_a_snapshot_written_before_the_role_field_still_has_roles(medicine: str,
             task = json.loads(tau2_json)
             scenario = task["user_scenario"]
             role = scenario.pop("role")
-            scenario["persona"] = scenario["persona"].replace(", a doctor: ", f", a {role}: ")
+            scenario["persona"] = re.sub(r", an? [a-z ]+: ", f", a {role}: ", scenario["persona"], count=1)
             con.execute("UPDATE tasks SET tau2_json = ? WHERE task_id = ?", [json.dumps(task), task_id])
     finally:
         con.close()
