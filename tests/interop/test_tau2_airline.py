@@ -141,7 +141,8 @@ def test_a_synthesised_booking_verifies() -> None:
     import random
 
     from synthesis.generate import admission
-    from synthesis.requests import single_write
+    from synthesis.persona import Persona
+    from synthesis.requests import Request, single_write
     from synthesis.task import Task
     from synthesis.toolgraph import ToolGraph
     from verifiers.types import Trajectory
@@ -155,7 +156,12 @@ def test_a_synthesised_booking_verifies() -> None:
     args = request.calls[0].arguments
     assert args["flights"] and args["passengers"] and args["payment_methods"]
     assert all(set(f) == {"flight_number", "date"} for f in args["flights"])
-    task = Task("airline", 0, [request], 0)
+    # airline's tasks are realistic: the booking user identifies themself first
+    user = args["user_id"]
+    ident = Request("identify", "", (ToolCall("get_user_details", {"user_id": user}),),
+                    known=(f"your user id is {user}",), notes=("identify",))
+    task = Task("airline", 0, [ident, request], 0, persona=Persona(user, "customer", "brief", "traveller"),
+                user=("users", user), identify_tools=("get_user_details",))
     report, ok, reason, _ = admission(task, graph, 0.9)
     assert ok, reason
     assert report.gold_validity.passed and report.no_action.passed
