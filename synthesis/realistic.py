@@ -8,6 +8,7 @@ forbids (another person's record, or something the user's role may not ask), whi
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from datetime import date
@@ -62,8 +63,10 @@ def render(template: str, ctx: dict[str, Any], result: dict[str, Any] | None = N
         return None
 
 
-def bind(call: CallTemplate, ctx: dict[str, Any]) -> ToolCall | None:
-    """A call template with the context's values: a lone '{slot}' keeps the value's type."""
+def bind(call: CallTemplate, ctx: dict[str, Any], properties: dict[str, Any] | None = None) -> ToolCall | None:
+    """A call template with the context's values: a lone '{slot}' keeps the value's type, and JSON text (a
+    candidates column built with json_array/json_object) becomes the list or object that ``properties`` (the
+    tool's parameter schemas) asks for."""
     args: dict[str, Any] = {}
     for name, value in call.arguments.items():
         if isinstance(value, str):
@@ -71,7 +74,7 @@ def bind(call: CallTemplate, ctx: dict[str, Any]) -> ToolCall | None:
             if whole:
                 if whole.group(1) not in ctx or ctx[whole.group(1)] is None:
                     return None
-                args[name] = ctx[whole.group(1)]
+                args[name] = _decoded((properties or {}).get(name, {}), ctx[whole.group(1)])
                 continue
             filled = render(value, ctx)
             if filled is None:
@@ -80,6 +83,15 @@ def bind(call: CallTemplate, ctx: dict[str, Any]) -> ToolCall | None:
         else:
             args[name] = value
     return ToolCall(call.tool, args)
+
+
+def _decoded(schema: dict[str, Any], value: Any) -> Any:
+    if schema.get("type") in ("array", "object") and isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value  # not JSON: the tool's argument check names the bad value
+    return value
 
 
 class Realism:
@@ -145,6 +157,10 @@ class Realism:
         facts = tuple(f for f in (render(t, person) for t in ident.facts) if f)
         return Request("identify", "", (call,), known=facts, notes=("identify",))
 
+    def _properties(self, tool: str) -> dict[str, Any]:
+        found = self.spec.tool(tool)
+        return dict(found.parameters.get("properties", {})) if found else {}
+
     def writes(self) -> set[str]:
         return {t.name for t in self.spec.tools if t.kind == "write"}
 
@@ -160,7 +176,7 @@ class Realism:
         ctx = {**person, **row, "user_name": person.get(self.users.persona_name)}
         calls: list[ToolCall] = []
         for template in (*intent.find, *outcome.calls):
-            call = bind(template, ctx)
+            call = bind(template, ctx, self._properties(template.tool))
             if call is None:
                 return None
             calls.append(call)
@@ -212,7 +228,7 @@ class Realism:
             outcome = intent.outcome(str(row["outcome"]))
             assert outcome is not None
             ctx = {**other, **row, "other_name": other.get(self.users.persona_name)}
-            calls = [bind(c, ctx) for c in outcome.calls]
+            calls = [bind(c, ctx, self._properties(c.tool)) for c in outcome.calls]
             if any(c is None for c in calls):
                 continue
             # the forbidden act must be one the tools would let through, or refusing it teaches nothing

@@ -141,7 +141,8 @@ def test_a_synthesised_booking_verifies() -> None:
     import random
 
     from synthesis.generate import admission
-    from synthesis.requests import single_write
+    from synthesis.persona import Persona
+    from synthesis.requests import Request, single_write
     from synthesis.task import Task
     from synthesis.toolgraph import ToolGraph
     from verifiers.types import Trajectory
@@ -155,7 +156,12 @@ def test_a_synthesised_booking_verifies() -> None:
     args = request.calls[0].arguments
     assert args["flights"] and args["passengers"] and args["payment_methods"]
     assert all(set(f) == {"flight_number", "date"} for f in args["flights"])
-    task = Task("airline", 0, [request], 0)
+    # airline's tasks are realistic: the booking user identifies themself first
+    user = args["user_id"]
+    ident = Request("identify", "", (ToolCall("get_user_details", {"user_id": user}),),
+                    known=(f"your user id is {user}",), notes=("identify",))
+    task = Task("airline", 0, [ident, request], 0, persona=Persona(user, "customer", "brief", "traveller"),
+                user=("users", user), identify_tools=("get_user_details",))
     report, ok, reason, _ = admission(task, graph, 0.9)
     assert ok, reason
     assert report.gold_validity.passed and report.no_action.passed
@@ -181,3 +187,68 @@ def test_candidates_respect_a_fixed_argument() -> None:
         assert args is not None and args["reservation_id"] == "CDXEBS" and args["payment_id"] in mine
         assert graph.sample_arguments(db, tool, random.Random(3),
                                       {"reservation_id": "CDXEBS", "payment_id": "certificate_0"}) is None
+
+
+def test_synthesised_airline_tasks_are_realistic() -> None:
+    """Realistic airline tasks: the user is identified by the user id they give, the policy decides (the same
+    cancellation request is refunded or refused by the data), the gold solves, an empty agent fails, and an agent
+    that cancels a reservation the policy refuses fails the state check although the tool lets it through."""
+    import random
+
+    from synthesis.realistic_tasks import base_candidate, realism_for
+    from synthesis.task import Task
+    from synthesis.toolgraph import ToolGraph
+    from verifiers.types import Trajectory
+    from verifiers.verify import verify
+
+    engine = get_engine("airline")
+    graph = ToolGraph(engine)
+    rng = random.Random(11)
+    tasks = [t for t in (base_candidate(graph, rng, 0) for _ in range(30)) if t is not None]
+    assert len(tasks) >= 25
+    assert all(t.gold_calls[0].name == "get_user_details" and t.persona is not None for t in tasks)
+    assert all(t.user is not None and t.user[0] == "users" for t in tasks)
+    assert sum("hinged" in t.notes for t in tasks) >= 0.2 * len(tasks)
+    hinged_write = next(t for t in tasks if "hinged" in t.notes
+                        and any(engine.tools[c.name].kind == "write" for c in t.gold_calls))
+    said = " ".join(hinged_write.communicate_info)
+    assert verify(hinged_write.verifiable(), Trajectory(hinged_write.gold_calls, said), engine).solved
+    assert not verify(hinged_write.verifiable(), Trajectory(), engine).solved
+
+    # the same request, two users: one refunded, one refused by the policy
+    realism = realism_for(graph)
+    intent = next(i for i in graph.spec.intents if i.name == "cancel_trip")
+    by_outcome = {str(row["outcome"]): (person, row) for person, row in realism.pairs(intent)}
+    assert {"recent", "business", "insured", "airline_cancelled", "not_refundable"} <= set(by_outcome)
+    built = {}
+    for outcome in ("business", "not_refundable"):
+        person, row = by_outcome[outcome]
+        with engine.fresh() as db:
+            ident = realism.identification("customer", person, rng)
+            assert ident is not None and db.call(ident.calls[0].name, ident.calls[0].arguments).ok
+            goal = realism.intent_request(db, intent, person, row, rng)
+        assert goal is not None
+        built[outcome] = Task("airline", 0, [ident, goal], 0, persona=realism.persona("customer", person, rng),
+                              user=realism.user_key("customer", person), identify_tools=("get_user_details",))
+    assert built["business"].gold_calls[-1].name == "cancel_reservation"
+    refused = built["not_refundable"]
+    assert [c.name for c in refused.gold_calls] == ["get_user_details", "get_reservation_details"]
+    reservation = refused.gold_calls[-1].arguments["reservation_id"]
+    said = " ".join(refused.communicate_info)
+    assert verify(refused.verifiable(), Trajectory(refused.gold_calls, said), engine).solved
+    assert not verify(refused.verifiable(), Trajectory((), said), engine).solved
+    obliging = Trajectory((*refused.gold_calls, ToolCall("cancel_reservation", {"reservation_id": reservation})), said)
+    verdict = verify(refused.verifiable(), obliging, engine)
+    assert not verdict.solved and not verdict.execution.passed
+
+
+def test_airline_policy_only_rules_are_left_to_the_agent() -> None:
+    """The spec's policy-only rules are stated in the policy, and the tools still let tau2's calls through."""
+    spec = get_spec("airline")
+    rules = [p.rule for t in spec.tools for p in t.preconditions if p.enforced_by == "policy"]
+    assert len(rules) >= 3 and all(r in spec.policy for r in rules)
+    assert "identify the caller" in spec.policy and "(2024-05-15T15:00:00)" in spec.policy
+    with get_engine("airline").fresh() as db:
+        old = db.query("SELECT r.reservation_id FROM reservations r WHERE r.cabin = 'economy' AND r.insurance = 'no' "
+                       "AND r.created_at < '2024-05-14' ORDER BY r.reservation_id LIMIT 1")[0][0]
+        assert db.call("cancel_reservation", {"reservation_id": old}).ok  # the policy refuses it; the tool does not
