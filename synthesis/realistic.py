@@ -8,6 +8,7 @@ forbids (another person's record, or something the user's role may not ask), whi
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from datetime import date
@@ -82,6 +83,21 @@ def bind(call: CallTemplate, ctx: dict[str, Any]) -> ToolCall | None:
     return ToolCall(call.tool, args)
 
 
+def typed(call: ToolCall | None, properties: dict[str, Any]) -> ToolCall | None:
+    """SQLite has no lists: JSON text from a candidates column becomes the list or object that an array/object
+    parameter takes (as the tools' own ``candidates`` queries do), so intents can return, exchange, rebook."""
+    if call is None:
+        return None
+    args = dict(call.arguments)
+    for name, value in args.items():
+        if isinstance(value, str) and properties.get(name, {}).get("type") in ("array", "object"):
+            try:
+                args[name] = json.loads(value)
+            except ValueError:
+                return None  # not JSON text: no valid call from this row
+    return ToolCall(call.name, args)
+
+
 class Realism:
     """Users, candidate rows and requests of one materialised domain (cached per process)."""
 
@@ -145,6 +161,11 @@ class Realism:
         facts = tuple(f for f in (render(t, person) for t in ident.facts) if f)
         return Request("identify", "", (call,), known=facts, notes=("identify",))
 
+    def bind(self, template: CallTemplate, ctx: dict[str, Any]) -> ToolCall | None:
+        """``bind`` with each argument of the tool's parameter type."""
+        tool = self.spec.tool(template.tool)
+        return typed(bind(template, ctx), tool.parameters.get("properties", {}) if tool else {})
+
     def writes(self) -> set[str]:
         return {t.name for t in self.spec.tools if t.kind == "write"}
 
@@ -160,7 +181,7 @@ class Realism:
         ctx = {**person, **row, "user_name": person.get(self.users.persona_name)}
         calls: list[ToolCall] = []
         for template in (*intent.find, *outcome.calls):
-            call = bind(template, ctx)
+            call = self.bind(template, ctx)
             if call is None:
                 return None
             calls.append(call)
@@ -212,7 +233,7 @@ class Realism:
             outcome = intent.outcome(str(row["outcome"]))
             assert outcome is not None
             ctx = {**other, **row, "other_name": other.get(self.users.persona_name)}
-            calls = [bind(c, ctx) for c in outcome.calls]
+            calls = [self.bind(c, ctx) for c in outcome.calls]
             if any(c is None for c in calls):
                 continue
             # the forbidden act must be one the tools would let through, or refusing it teaches nothing
