@@ -179,6 +179,9 @@ def test_synthesised_retail_tasks_are_realistic() -> None:
     for rec in records:
         assert rec["gold_calls"][0]["name"] in {"find_user_id_by_email", "find_user_id_by_name_zip"}
         assert "_" not in rec["tau2"]["user_scenario"]["instructions"]["reason_for_call"]  # no user or item ids
+    # returns, exchanges and item changes take item lists, built by the intents' candidates queries as JSON text
+    item_lists = [c["arguments"]["item_ids"] for r in records for c in r["gold_calls"] if "item_ids" in c["arguments"]]
+    assert item_lists and all(isinstance(i, list) and i for i in item_lists)
 
     graph = ToolGraph(engine)
     rng = random.Random(5)
