@@ -161,6 +161,7 @@ def test_synthesised_retail_tasks_are_realistic() -> None:
     from synthesis.generate import ShardConfig, generate_shard
     from synthesis.realism_audit import aggregate
     from synthesis.realistic_tasks import base_candidate
+    from synthesis.task import Task
     from synthesis.toolgraph import ToolGraph
     from verifiers.types import Trajectory
     from verifiers.verify import verify
@@ -185,7 +186,7 @@ def test_synthesised_retail_tasks_are_realistic() -> None:
 
     graph = ToolGraph(engine)
     rng = random.Random(5)
-    seen: dict[str, object] = {}
+    seen: dict[str, Task] = {}
     for _ in range(300):
         task = base_candidate(graph, rng, 0)
         if task is not None and "intent=cancel_order" in task.notes and len(task.requests) == 2:
@@ -194,12 +195,12 @@ def test_synthesised_retail_tasks_are_realistic() -> None:
             break
     cancel, shipped = seen["outcome=cancel"], seen["outcome=shipped"]
     for task in (cancel, shipped):
-        vt, said = task.verifiable(), " ".join(task.communicate_info)  # type: ignore[attr-defined]
-        assert verify(vt, Trajectory(task.gold_calls, said), engine).solved  # type: ignore[attr-defined]
+        vt, said = task.verifiable(), " ".join(task.communicate_info)
+        assert verify(vt, Trajectory(task.gold_calls, said), engine).solved
         assert not verify(vt, Trajectory(), engine).solved
-    assert any(c.name == "cancel_pending_order" for c in cancel.gold_calls)  # type: ignore[attr-defined]
-    assert not any(c.name == "cancel_pending_order" for c in shipped.gold_calls)  # type: ignore[attr-defined]
-    assert shipped.communicate_info[0].isdigit()  # type: ignore[attr-defined]  # the tracking number
+    assert any(c.name == "cancel_pending_order" for c in cancel.gold_calls)
+    assert not any(c.name == "cancel_pending_order" for c in shipped.gold_calls)
+    assert shipped.communicate_info[0].isdigit()  # the tracking number
 
 
 def test_a_modified_order_keeps_its_address_by_policy_only() -> None:
