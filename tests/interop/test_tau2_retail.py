@@ -100,11 +100,13 @@ def test_every_write_example_ends_in_tau2s_state() -> None:
 
 def test_synthesised_item_changes_verify() -> None:
     """Returns, exchanges and item modifications take item lists, which the spec's candidates queries build from
-    the order's lines; each synthesised one passes the unchanged gate, and the empty trajectory fails it."""
+    the order's lines; each synthesised one, asked by the order's owner once identified (retail is converted),
+    passes the unchanged gate, and the empty trajectory fails it."""
     import random
 
     from synthesis.generate import admission
-    from synthesis.requests import single_write
+    from synthesis.persona import Persona
+    from synthesis.requests import Request, single_write
     from synthesis.task import Task
     from synthesis.toolgraph import ToolGraph
     from verifiers.types import Trajectory
@@ -115,9 +117,14 @@ def test_synthesised_item_changes_verify() -> None:
                               "modify_pending_order_items"]):
         with graph.engine.fresh() as db:
             request = single_write(graph, db, random.Random(k), tool=graph.spec.tool(name))
-        assert request is not None, name
+            assert request is not None, name
+            ((user_id, email, name),) = db.query("SELECT u.user_id, u.email, u.first_name FROM orders o "
+                                                 "JOIN users u USING (user_id) "
+                                           "WHERE o.order_id = :o", {"o": request.calls[0].arguments["order_id"]})
         assert request.calls[0].arguments["item_ids"], name
-        task = Task("retail", 0, [request], 0)
+        ident = Request("identify", "", (ToolCall("find_user_id_by_email", {"email": email}),), notes=("identify",))
+        task = Task("retail", 0, [ident, request], 0, persona=Persona(name, "customer", "brief"), user=("users", user_id),
+                    identify_tools=("find_user_id_by_email", "find_user_id_by_name_zip"))
         _, ok, reason, _ = admission(task, graph, 0.9)
         assert ok, (name, reason)
         assert not verify(task.verifiable(), Trajectory(), graph.engine).solved
@@ -142,3 +149,71 @@ def test_an_imported_task_is_judged_by_its_own_reward_basis() -> None:
     record = imported_record(judged, ShardConfig("retail", 0, 0, imported=True))
     assert not record["accepted"] and record["reason"] == "unsupported_criteria"
     assert "NL_ASSERTION" in record["reason_detail"]
+
+
+def test_synthesised_retail_tasks_are_realistic() -> None:
+    """Retail's spec declares users and intents: each synthesised task is one customer, identified by e-mail or by
+    name and zip code, asking in their own words; tau2's policy decides (a pending order is cancelled, a shipped
+    one is refused with its tracking number); the gold verifies and the empty trajectory fails."""
+    import random
+
+    from domains.invariants import violation_counts
+    from synthesis.generate import ShardConfig, generate_shard
+    from synthesis.realism_audit import aggregate
+    from synthesis.realistic_tasks import base_candidate
+    from synthesis.task import Task
+    from synthesis.toolgraph import ToolGraph
+    from verifiers.types import Trajectory
+    from verifiers.verify import verify
+
+    spec, engine = get_spec("retail"), get_engine("retail")
+    with engine.fresh() as db:  # the rules hold in tau2's own data: nothing was resampled
+        assert spec.invariants and set(violation_counts(db.conn, spec).values()) == {0}
+    records = [r for r in generate_shard(ShardConfig("retail", 0, 0, base_candidates=24))["records"] if r["accepted"]]
+    row = aggregate("retail", [r["realism"] for r in records], [r["request"] for r in records])
+    assert row["converted"] and row["tasks"] >= 30
+    assert row["identified_share"] == 1.0
+    assert row["policy_hinged_share"] >= 0.2 and row["forbidden_share"] >= 0.1
+    for zero in ("staff_only_calls", "invariant_violations", "noop_writes", "empty_passes", "parrot_passes",
+                 "short_communicate", "communicate_in_request"):
+        assert row[zero] == 0, zero
+    for rec in records:
+        assert rec["gold_calls"][0]["name"] in {"find_user_id_by_email", "find_user_id_by_name_zip"}
+        assert "_" not in rec["tau2"]["user_scenario"]["instructions"]["reason_for_call"]  # no user or item ids
+    # returns, exchanges and item changes take item lists, built by the intents' candidates queries as JSON text
+    item_lists = [c["arguments"]["item_ids"] for r in records for c in r["gold_calls"] if "item_ids" in c["arguments"]]
+    assert item_lists and all(isinstance(i, list) and i for i in item_lists)
+
+    graph = ToolGraph(engine)
+    rng = random.Random(5)
+    seen: dict[str, Task] = {}
+    for _ in range(300):
+        task = base_candidate(graph, rng, 0)
+        if task is not None and "intent=cancel_order" in task.notes and len(task.requests) == 2:
+            seen.setdefault(next(n for n in task.notes if n.startswith("outcome=")), task)
+        if len(seen) == 2:
+            break
+    cancel, shipped = seen["outcome=cancel"], seen["outcome=shipped"]
+    for task in (cancel, shipped):
+        vt, said = task.verifiable(), " ".join(task.communicate_info)
+        assert verify(vt, Trajectory(task.gold_calls, said), engine).solved
+        assert not verify(vt, Trajectory(), engine).solved
+    assert any(c.name == "cancel_pending_order" for c in cancel.gold_calls)
+    assert not any(c.name == "cancel_pending_order" for c in shipped.gold_calls)
+    assert shipped.communicate_info[0].isdigit()  # the tracking number
+
+
+def test_a_modified_order_keeps_its_address_by_policy_only() -> None:
+    """tau2's tool lets an item-modified order change its address; only the policy (stated to the agent) forbids it,
+    so replays of tau2's gold are unchanged and a careless agent is caught by the state check."""
+    spec, engine = get_spec("retail"), get_engine("retail")
+    rule = next(p.rule for t in spec.tools if t.name == "modify_pending_order_address" for p in t.preconditions
+                if p.enforced_by == "policy")
+    assert rule in spec.policy and "identify the caller" in spec.policy.lower()
+    with engine.fresh() as db:
+        example = spec.tool("modify_pending_order_items").examples[0]["arguments"]  # type: ignore[union-attr]
+        assert db.call("modify_pending_order_items", example).ok
+        moved = db.call("modify_pending_order_address", {"order_id": example["order_id"], "address1": "1 Elm St",
+                                                         "address2": "", "city": "Austin", "state": "TX",
+                                                         "country": "USA", "zip": "78701"})
+        assert moved.ok
