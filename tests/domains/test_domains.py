@@ -44,12 +44,13 @@ def test_every_tool_id_parameter_rejects_unknown_ids(name: str) -> None:
 
 def test_rows_are_counted_in_the_seeded_database_even_when_an_external_source_fills_them() -> None:
     from domains.check import seeded_rows
+    from domains.external import ExternalDataMissing
 
     railway = get_spec("railway")  # declared counts: the seeded database holds exactly those
     assert seeded_rows(railway, get_engine("railway")) == sum(t.rows for t in railway.tables)
     retail = get_spec("retail")  # filled from tau2's db.json: no declared count (skipped where tau2 is absent)
     try:
         engine = get_engine("retail")
-    except Exception as exc:  # noqa: BLE001 - ExternalDataMissing without tau2 installed
+    except ExternalDataMissing as exc:  # tau2 not installed here
         pytest.skip(str(exc))
     assert sum(t.rows for t in retail.tables) == 0 and seeded_rows(retail, engine) > 8_000
