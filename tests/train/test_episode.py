@@ -16,7 +16,7 @@ from train.episode import EpisodeLimits, appended_text, run_episodes, start_epis
 from train.grpo import build_world
 from train.policies import ScriptedPolicy
 from train.profiles import load_profile
-from train.tasks import TrainingSet, TrainingTask, load_training_set
+from train.tasks import TrainingSet, TrainingTask
 from train.trainset import build_training_set
 from train.turns import parse_turn
 from train.user_sim import ScriptedUser
