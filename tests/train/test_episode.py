@@ -13,7 +13,7 @@ import pytest
 
 from train.env import ENDINGS, EnvConfig, Environment, domain_price
 from train.episode import EpisodeLimits, appended_text, run_episodes, start_episode
-from train.grpo import build_world
+from train.rollout_env import build_world
 from train.policies import ScriptedPolicy
 from train.profiles import load_profile
 from train.tasks import TrainingSet, TrainingTask
