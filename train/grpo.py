@@ -56,6 +56,7 @@ class RolloutTimer:
     seconds: float = 0.0
     episodes: int = 0
     model_tokens: int = 0
+    endings: Counter[str] = field(default_factory=Counter)  # how the episodes ended (train/env.py ENDINGS)
 
 
 @dataclass
@@ -118,6 +119,7 @@ def make_rollout_func(instances: list[Instance], profile: Profile, tokenizer: An
         timer.seconds += time.perf_counter() - started
         timer.episodes += len(episodes)
         timer.model_tokens += generator.generated_tokens
+        timer.endings.update(e.finish().ended_by for e in episodes)
         return {"prompt_ids": [e.prompt_ids for e in episodes],
                 "completion_ids": [e.completion_ids for e in episodes],
                 "logprobs": None,  # no sampling logprobs: TRL recomputes them (importance correction is off)
