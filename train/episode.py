@@ -1,36 +1,31 @@
-"""A minimal multi-turn episode over one task: the model calls domain tools until it answers, then the verifier scores it.
+"""GRPO rollouts at the token level: many environment sessions (train/env.py) played in lock step, one batched
+generation per turn, with the token bookkeeping TRL needs.
 
-The system prompt holds the domain policy and the instance's tools as JSON. Each model turn is either tool calls,
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (prose may precede them), or a final message to
-the user. Anything else (bad JSON, unknown tool, bad arguments, text after a call, an empty or cut-off turn) is a
-counted format error answered with an error observation; nothing the model writes can raise. Many episodes run in
-lock step so that each turn is one batched generation. Issue 10's environment grows from this file.
+Everything an episode means comes from the environment: the system prompt, the instance's catalog and prices, the
+parsing of a turn, the tool calls, the user simulator, the limits, the endings and the verdict. This file only turns
+model tokens into agent turns and the environment's answers (observations, user replies) into tokens: the model's
+own tokens get ``env_mask`` 1 (trained on), everything the environment appends gets 0. A turn cut off by the token
+budget is a format error that ends the episode (``token_limit``).
 """
 
 from __future__ import annotations
 
-import json
-import random
-import re
-from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from domains.engine import Database, ToolCall
-from domains.registry import get_engine
+from train.env import Environment, EpisodeResult, Session
 from train.rewards import Preference, RolloutStats
-from train.tasks import CatalogTool, TrainingTask
-from verifiers.types import Trajectory
-from verifiers.verify import verify
+from train.tasks import TrainingTask
+from train.user_sim import UserSimulator
 
-TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-MAX_OBSERVATION_CHARS = 4_000
+_MARK = "\x1fagent-turn\x1f"  # stands for an agent turn when the chat template renders what follows one
 
 
 class Tokenizer(Protocol):
     eos_token_id: int | None
+    eos_token: str | None
 
     def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = ...) -> str: ...
@@ -46,165 +41,112 @@ class Generator(Protocol):
 @dataclass(frozen=True)
 class EpisodeLimits:
     max_turns: int = 50
-    max_completion_tokens: int = 8_000  # model and observation tokens after the prompt, all turns together
+    max_completion_tokens: int = 8_000  # model, observation and user tokens after the prompt, all turns together
     max_turn_tokens: int = 1_024
-
-
-@dataclass(frozen=True)
-class ParsedTurn:
-    calls: tuple[ToolCall, ...] = ()
-    message: str = ""  # what the model said to the user this turn
-    error: str | None = None
-
-    @property
-    def final(self) -> bool:
-        return self.error is None and not self.calls
-
-
-def system_prompt(policy: str, tools: Sequence[CatalogTool]) -> str:
-    schemas = json.dumps([t.schema() for t in tools], ensure_ascii=False)
-    return (f"You are a customer-service agent. Follow this policy.\n\n# Policy\n{policy}\n\n# Tools\n{schemas}\n\n"
-            "To call tools, write one or more <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call> blocks "
-            "and nothing after them. When you are done, answer the user in plain text without any tool call.")
-
-
-def instance_tools(catalog: Sequence[CatalogTool], task: TrainingTask, max_tools: int | None,
-                   rng: random.Random) -> list[CatalogTool]:
-    """The tools this instance offers: every tool the gold needs, plus others drawn at random up to ``max_tools``."""
-    needed = {c.name for c in task.gold_calls}
-    keep = [t for t in catalog if t.name in needed]
-    others = [t for t in catalog if t.name not in needed]
-    room = len(others) if max_tools is None else max(0, max_tools - len(keep))
-    keep += rng.sample(others, min(room, len(others)))
-    return sorted(keep, key=lambda t: t.name)
-
-
-def parse_turn(text: str, tools: Collection[str], check_arguments: Any = None) -> ParsedTurn:
-    """Read one model turn strictly. ``tools``: the names on offer (a dict by name will do);
-    ``check_arguments(name, args)`` returns a schema problem or None."""
-    text = THINK.sub("", text).strip()
-    if not text:
-        return ParsedTurn(error="empty turn: call a tool or answer the user")
-    if "<tool_call>" not in text and "</tool_call>" not in text:
-        return ParsedTurn(message=text)
-    blocks = list(TOOL_CALL.finditer(text))
-    if not blocks or text.count("<tool_call>") != len(blocks) or text.count("</tool_call>") != len(blocks):
-        return ParsedTurn(error="unbalanced <tool_call> tags")
-    between = [text[a.end():b.start()] for a, b in zip(blocks, blocks[1:])] + [text[blocks[-1].end():]]
-    if any(s.strip() for s in between):
-        return ParsedTurn(error="text after or between tool calls; put tool calls last")
-    calls = []
-    for block in blocks:
-        try:
-            data = json.loads(block.group(1))
-        except (ValueError, RecursionError) as exc:
-            return ParsedTurn(error=f"tool call is not valid JSON ({str(exc)[:80]})")
-        if not isinstance(data, dict) or set(data) - {"name", "arguments"} or not isinstance(data.get("name"), str):
-            return ParsedTurn(error='a tool call must be {"name": <string>, "arguments": <object>}')
-        name, args = data["name"], data.get("arguments", {})
-        if name not in tools:
-            return ParsedTurn(error=f"unknown tool {name[:60]!r}; available: {', '.join(sorted(tools))}")
-        if not isinstance(args, dict):
-            return ParsedTurn(error=f"arguments of {name} must be a JSON object")
-        problem = check_arguments(name, args) if check_arguments else None
-        if problem:
-            return ParsedTurn(error=f"bad arguments for {name}: {problem}")
-        calls.append(ToolCall(name, args))
-    return ParsedTurn(calls=tuple(calls), message=text[:blocks[0].start()].strip())
 
 
 @dataclass
 class Episode:
-    """One rollout's state: the live database, what the model did, and its token stream."""
+    """One rollout: an environment session and its token stream."""
 
-    task: TrainingTask
-    tools: list[CatalogTool]
+    session: Session
     group_id: str
     prompt_ids: list[int]
-    db: Database
     completion_ids: list[int] = field(default_factory=list)
-    env_mask: list[int] = field(default_factory=list)  # 1: model token (trained on), 0: observation token
-    calls: list[ToolCall] = field(default_factory=list)
-    said: list[str] = field(default_factory=list)
-    tool_counts: Counter[str] = field(default_factory=Counter)
-    cost: float = 0.0
-    latency: float = 0.0
-    format_errors: int = 0
-    turns: int = 0
-    has_final: bool = False
-    done: bool = False
-    solved: bool = False
+    env_mask: list[int] = field(default_factory=list)  # 1: model token (trained on), 0: environment token
+    result: EpisodeResult | None = None
+
+    @property
+    def task(self) -> TrainingTask:
+        return self.session.task
+
+    @property
+    def done(self) -> bool:
+        return self.session.done
 
     def context(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
 
-    def step(self, text: str) -> str | None:
-        """Apply one model turn; the observation to show next, or None when the episode is over."""
-        self.turns += 1
-        by_name = {t.name: t for t in self.tools}
-        turn = parse_turn(text, by_name, self.db.engine.argument_problem)
-        if turn.message:
-            self.said.append(turn.message)
-        if turn.error is not None:
-            self.format_errors += 1
-            return json.dumps({"format_error": turn.error})
-        if turn.final:
-            self.has_final = True
-            self.done = True
-            return None
-        results = []
-        for call in turn.calls:
-            result = self.db.call(call.name, call.arguments)
-            self.calls.append(call)
-            self.tool_counts[call.name] += 1
-            self.cost += by_name[call.name].cost
-            self.latency += by_name[call.name].latency
-            results.append({"name": call.name, "result": json.loads(result.to_json())})
-        return json.dumps(results, ensure_ascii=False, default=str)[:MAX_OBSERVATION_CHARS]
-
-    def finish(self) -> None:
-        """Score the episode with the project's verifier and release the database."""
-        if self.db is not None:
-            self.db.close()
-        self.done = True
-        if self.has_final:
-            self.solved = verify(self.task.verifiable(), Trajectory(tuple(self.calls), "\n".join(self.said))).solved
+    def finish(self) -> EpisodeResult:
+        """Score the episode with the environment's verdict and release its database."""
+        if self.result is None:
+            try:
+                self.result = self.session.result()
+            finally:
+                self.session.close()
+        return self.result
 
     def stats(self) -> RolloutStats:
-        return RolloutStats(self.group_id, tuple(t.name for t in self.tools), dict(self.tool_counts), self.solved,
-                            self.cost, self.latency, self.format_errors, self.has_final,
-                            Preference.from_dict(self.task.preference))
+        return self.finish().stats(self.group_id, Preference.from_dict(self.task.preference))
 
 
-def observation_ids(tokenizer: Tokenizer, observation: str) -> list[int]:
-    """Close the model's turn and hand back a tool response in ChatML, as Qwen's and SmolLM2's templates do."""
-    text = (f"\n<|im_start|>user\n<tool_response>\n{observation}\n</tool_response><|im_end|>\n"
-            "<|im_start|>assistant\n")
-    return tokenizer.encode(text, add_special_tokens=False)
-
-
-def start_episode(task: TrainingTask, tools: list[CatalogTool], policy: str, tokenizer: Tokenizer,
-                  group_id: str) -> Episode:
-    messages = [{"role": "system", "content": system_prompt(policy, tools)},
-                {"role": "user", "content": task.instruction}]
+def chat_ids(tokenizer: Tokenizer, messages: list[dict[str, str]]) -> list[int]:
+    """The prompt's tokens in the model's chat template, ending with the opened assistant turn."""
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
     if isinstance(ids, dict) or hasattr(ids, "keys"):  # some tokenizers return a BatchEncoding
         ids = ids["input_ids"]
-    return Episode(task, tools, group_id, list(ids), get_engine(task.domain, task.seed).fresh())
+    return list(ids)
 
 
-def run_episodes(episodes: list[Episode], generator: Generator, tokenizer: Tokenizer,
-                 limits: EpisodeLimits) -> list[Episode]:
+def appended_text(tokenizer: Tokenizer, messages: list[dict[str, str]]) -> str:
+    """What follows a finished agent turn (ending with the end-of-turn token) in the chat template: ``messages``
+    (user turns: observations, the user's replies) and the opening of the next assistant turn."""
+    eos = tokenizer.eos_token
+    base = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+            {"role": "assistant", "content": _MARK}]
+    try:
+        full = tokenizer.apply_chat_template(base + messages, tokenize=False, add_generation_prompt=True)
+        cut = full.index(eos, full.index(_MARK)) + len(eos) if eos else -1
+    except (ValueError, TypeError, AttributeError):
+        cut = -1
+    if cut < 0:  # no usable template: ChatML, which Qwen's and SmolLM2's templates both write
+        body = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+        return f"\n{body}<|im_start|>assistant\n"
+    return str(full[cut:])
+
+
+def start_episode(env: Environment, task: TrainingTask, user: UserSimulator, tokenizer: Tokenizer,
+                  group_id: str) -> Episode:
+    """A session of ``task`` opened by ``user``, its prompt (system prompt + opening) in tokens."""
+    session = env.start(task, user)
+    try:
+        session.open()
+        return Episode(session, group_id, chat_ids(tokenizer, session.messages))
+    except BaseException:
+        session.close()
+        raise
+
+
+def _answer_users(sessions: list[Session], workers: int) -> None:
+    """Every held message gets its user's reply; an LLM user is a network call, so they run side by side."""
+    if workers <= 1 or len(sessions) <= 1:
+        for s in sessions:
+            s.user_turn()
+        return
+    with ThreadPoolExecutor(max_workers=min(workers, len(sessions))) as pool:
+        list(pool.map(Session.user_turn, sessions))
+
+
+def _over(episode: Episode, limits: EpisodeLimits) -> bool:
+    """Whether the episode has ended, ending it at the turn limit or the environment's own limits."""
+    if not episode.done and episode.session.turns >= limits.max_turns:
+        episode.session.end("turn_limit")
+    return episode.session.at_limit()
+
+
+def run_episodes(episodes: list[Episode], generator: Generator, tokenizer: Tokenizer, limits: EpisodeLimits,
+                 user_workers: int = 1) -> list[Episode]:
     """Run every episode to its end in lock step (one batched generation per turn), then score each."""
     eos = tokenizer.eos_token_id
     try:
         while True:
-            active = [e for e in episodes if not e.done]
+            active = [e for e in episodes if not _over(e, limits)]
             if not active:
                 break
             budget = min(limits.max_turn_tokens,
                          max(limits.max_completion_tokens - len(e.completion_ids) for e in active))
             outputs = generator.generate([e.context() for e in active], budget)
+            played: list[tuple[Episode, int]] = []
             for episode, ids in zip(active, outputs):
                 room = limits.max_completion_tokens - len(episode.completion_ids)
                 ids = list(ids[: min(room, limits.max_turn_tokens)])
@@ -212,25 +154,25 @@ def run_episodes(episodes: list[Episode], generator: Generator, tokenizer: Token
                     ids = ids[: ids.index(eos) + 1]
                 episode.completion_ids += ids
                 episode.env_mask += [1] * len(ids)
-                cut_off = eos is not None and (not ids or ids[-1] != eos)
                 text = tokenizer.decode(ids, skip_special_tokens=True)
-                if cut_off:  # a turn that ran out of tokens is not a usable answer
-                    episode.turns += 1
-                    episode.format_errors += 1
-                    episode.done = True
+                if eos is not None and (not ids or ids[-1] != eos):  # ran out of tokens: no usable answer
+                    episode.session.cut_off(text, f"turn cut off after {len(ids)} tokens, before its end")
                     continue
-                observation = episode.step(text)
-                if observation is None:
+                played.append((episode, len(episode.session.messages)))
+                episode.session.agent_turn(text)
+            _answer_users([e.session for e, _ in played if e.session.awaiting_user is not None], user_workers)
+            for episode, before in played:
+                session = episode.session
+                if _over(episode, limits):
                     continue
-                if episode.turns >= limits.max_turns:
-                    episode.done = True
+                # what the environment appended after the agent's turn: an observation or the user's reply
+                appended = session.messages[before + 1:]
+                ids = tokenizer.encode(appended_text(tokenizer, appended), add_special_tokens=False)
+                if len(episode.completion_ids) + len(ids) >= limits.max_completion_tokens:
+                    session.end("token_limit")  # no room left for another agent turn
                     continue
-                obs = observation_ids(tokenizer, observation)
-                if len(episode.completion_ids) + len(obs) >= limits.max_completion_tokens:
-                    episode.done = True  # no room left for another model turn
-                    continue
-                episode.completion_ids += obs
-                episode.env_mask += [0] * len(obs)
+                episode.completion_ids += ids
+                episode.env_mask += [0] * len(ids)
     finally:
         for episode in episodes:
             episode.finish()

@@ -4,8 +4,11 @@
     python -m train.grpo --profile h100 --dry-run          # parse, build the datasets, construct the trainer on CPU
     accelerate launch --config_file train/profiles/launch/accelerate-2x8.yaml ... -m train.grpo --profile h100
 
-Rollouts come in through TRL's ``rollout_func``: each prompt of the batch becomes one episode (train/episode.py),
-its model tokens are trained on and its observation tokens masked out (``env_mask``). The reward is
+Rollouts come in through TRL's ``rollout_func``: each prompt of the batch becomes one episode of the orchestration
+environment (train/env.py, the one evaluation uses: same prompt, catalog, prices, user simulator and verdict),
+played at the token level (train/episode.py); its model tokens are trained on and the environment's tokens
+(observations, user replies) masked out (``env_mask``). The profile's ``environment`` section says which tools
+and which user simulator the rollouts get. The reward is
 ``train.rewards.toolscale_reward`` over each group. Checkpoints go to ``<output-dir>/checkpoint-N``; a rerun with the
 same output dir resumes from the newest complete one (train/checkpoints.py: a folder a kill left half-written is
 set aside under ``<output-dir>/incomplete/``, never resumed from or deleted).
@@ -16,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import time
 from collections import Counter
@@ -26,24 +28,25 @@ from pathlib import Path
 from typing import Any
 
 from train.checkpoints import complete_checkpoints, resume_point
-from train.episode import EpisodeLimits, instance_tools, run_episodes, start_episode, system_prompt
+from train.env import Environment
+from train.episode import EpisodeLimits, run_episodes, start_episode
 from train.model import HFGenerator, VLLMGenerator, load_tokenizer, resolve_model
 from train.profiles import Profile, load_profile
 from train.rewards import toolscale_reward
-from train.tasks import CatalogTool, TrainingSet, TrainingTask, load_training_set
+from train.rollout_env import RolloutWorld, build_world
+from train.tasks import TrainingSet, TrainingTask, load_training_set
 
 
 @dataclass
 class Instance:
-    """One training prompt: a task with the tools drawn for it."""
+    """One training prompt: a task and the messages every episode of it starts from (the environment's system
+    prompt for the task's instance, then the user's opening)."""
 
     task: TrainingTask
-    tools: list[CatalogTool]
-    policy: str
+    opening: list[dict[str, str]]
 
     def messages(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": system_prompt(self.policy, self.tools)},
-                {"role": "user", "content": self.task.instruction}]
+        return [dict(m) for m in self.opening]
 
 
 @dataclass
@@ -53,6 +56,7 @@ class RolloutTimer:
     seconds: float = 0.0
     episodes: int = 0
     model_tokens: int = 0
+    endings: Counter[str] = field(default_factory=Counter)  # how the episodes ended (train/env.py ENDINGS)
 
 
 @dataclass
@@ -70,15 +74,13 @@ def prompt_key(messages: list[dict[str, Any]]) -> str:
     return "\x00".join(str(m.get("content", "")) for m in messages)
 
 
-def build_instances(data: TrainingSet, profile: Profile, tokenizer: Any) -> tuple[list[Instance], Counter[str]]:
-    """One instance per task, tools drawn with the profile's seed; over-long and duplicate prompts are counted out."""
-    rng = random.Random(profile.data.seed)
+def build_instances(data: TrainingSet, profile: Profile, tokenizer: Any,
+                    env: Environment) -> tuple[list[Instance], Counter[str]]:
+    """One instance per task, drawn by the environment with the profile's seed; over-long and duplicate prompts
+    are counted out."""
     instances, dropped, seen = [], Counter[str](), set()
     for task in data.tasks:
-        tools = instance_tools(data.tools[task.domain], task, profile.data.max_tools, rng)
-        if (task.cost_scale, task.latency_scale) != (1.0, 1.0):  # the instance's own pricing schedule
-            tools = [replace(t, cost=t.cost * task.cost_scale, latency=t.latency * task.latency_scale) for t in tools]
-        inst = Instance(task, tools, data.policies[task.domain])
+        inst = Instance(task, env.opening_messages(task))
         key = prompt_key(inst.messages())
         if key in seen:
             dropped["duplicate_prompt"] += 1
@@ -93,7 +95,8 @@ def build_instances(data: TrainingSet, profile: Profile, tokenizer: Any) -> tupl
     return instances, dropped
 
 
-def make_rollout_func(instances: list[Instance], profile: Profile, tokenizer: Any, timer: RolloutTimer) -> Any:
+def make_rollout_func(instances: list[Instance], profile: Profile, tokenizer: Any, timer: RolloutTimer,
+                      world: RolloutWorld) -> Any:
     by_prompt = {prompt_key(i.messages()): i for i in instances}
     limits = EpisodeLimits(profile.episode.max_turns, profile.episode.max_completion_tokens,
                            profile.episode.max_turn_tokens)
@@ -111,11 +114,12 @@ def make_rollout_func(instances: list[Instance], profile: Profile, tokenizer: An
             inst = by_prompt[prompt_key(prompt)]
             # TRL groups completions by global position // num_generations; the reward groups the same way
             group = f"{step}:{(rank * len(prompts) + i) // size}"
-            episodes.append(start_episode(inst.task, inst.tools, inst.policy, tokenizer, group))
-        run_episodes(episodes, generator, tokenizer, limits)
+            episodes.append(start_episode(world.env, inst.task, world.user(inst.task), tokenizer, group))
+        run_episodes(episodes, generator, tokenizer, limits, world.user_workers)
         timer.seconds += time.perf_counter() - started
         timer.episodes += len(episodes)
         timer.model_tokens += generator.generated_tokens
+        timer.endings.update(e.finish().ended_by for e in episodes)
         return {"prompt_ids": [e.prompt_ids for e in episodes],
                 "completion_ids": [e.completion_ids for e in episodes],
                 "logprobs": None,  # no sampling logprobs: TRL recomputes them (importance correction is off)
@@ -150,10 +154,20 @@ def dry_run_profile(profile: Profile) -> Profile:
                    grpo=replace(profile.grpo, use_vllm=False, gradient_checkpointing=False))
 
 
+@dataclass
+class BuiltTrainer:
+    trainer: Any
+    instances: list[Instance]
+    dropped: Counter[str]
+    timer: RolloutTimer
+    world: RolloutWorld
+
+
 def build_trainer(profile: Profile, warehouse: str, output_dir: str, work_dir: str,
-                  snapshot: str | None = None, processes: int | None = None,
-                  data: TrainingSet | None = None) -> tuple[Any, list[Instance], Counter[str], RolloutTimer]:
-    """The trainer over ``data`` (default: the snapshot's tasks as they are, accuracy-first, flat prices)."""
+                  snapshot: str | None = None, processes: int | None = None, data: TrainingSet | None = None,
+                  pricing_seed: int = 0, progress: Callable[[str], None] | None = None) -> BuiltTrainer:
+    """The trainer over ``data`` (default: the snapshot's tasks as they are, accuracy-first, unscaled prices), its
+    rollouts played in the environment the profile describes (``pricing_seed``: the synthetic schedules' seed)."""
     from datasets import Dataset
     from trl import GRPOTrainer
 
@@ -163,16 +177,21 @@ def build_trainer(profile: Profile, warehouse: str, output_dir: str, work_dir: s
     if data is None:
         data = load_training_set(warehouse, snapshot or profile.data.snapshot, profile.data.domains,
                                  profile.data.max_tasks)
-    instances, dropped = build_instances(data, profile, tokenizer)
-    if not instances:
-        raise ValueError(f"no usable task in snapshot {data.snapshot_id} ({dict(dropped)})")
-    dataset = Dataset.from_list([{"prompt": i.messages(), "task_id": i.task.task_id} for i in instances])
-    timer = RolloutTimer()
-    trainer = GRPOTrainer(model=model_path, reward_funcs=[toolscale_reward],
-                          args=grpo_config(profile, output_dir, processes), train_dataset=dataset,
-                          processing_class=tokenizer,
-                          rollout_func=make_rollout_func(instances, profile, tokenizer, timer))
-    return trainer, instances, dropped, timer
+    world = build_world(profile, tokenizer, pricing_seed, progress)
+    try:
+        instances, dropped = build_instances(data, profile, tokenizer, world.env)
+        if not instances:
+            raise ValueError(f"no usable task in snapshot {data.snapshot_id} ({dict(dropped)})")
+        dataset = Dataset.from_list([{"prompt": i.messages(), "task_id": i.task.task_id} for i in instances])
+        timer = RolloutTimer()
+        trainer = GRPOTrainer(model=model_path, reward_funcs=[toolscale_reward],
+                              args=grpo_config(profile, output_dir, processes), train_dataset=dataset,
+                              processing_class=tokenizer,
+                              rollout_func=make_rollout_func(instances, profile, tokenizer, timer, world))
+    except BaseException:
+        world.close()
+        raise
+    return BuiltTrainer(trainer, instances, dropped, timer, world)
 
 
 def checkpoints(output_dir: str | Path) -> list[str]:
@@ -182,7 +201,8 @@ def checkpoints(output_dir: str | Path) -> list[str]:
 
 def train(profile: Profile, warehouse: str, output_dir: str, work_dir: str = "work",
           snapshot: str | None = None, data: TrainingSet | None = None,
-          callbacks: Sequence[Any] = (), progress: Callable[[str], None] | None = None) -> RunResult:
+          callbacks: Sequence[Any] = (), progress: Callable[[str], None] | None = None,
+          pricing_seed: int = 0) -> RunResult:
     """Train, checkpointing every ``save_steps``; resumes from the newest complete checkpoint in ``output_dir``
     if any, after setting aside the incomplete ones (``progress``, default stderr, gets one line for each)."""
     from transformers import TrainerCallback
@@ -196,16 +216,21 @@ def train(profile: Profile, warehouse: str, output_dir: str, work_dir: str = "wo
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             step_seconds.append(time.perf_counter() - self.started)
 
-    trainer, _, dropped, timer = build_trainer(profile, warehouse, output_dir, work_dir, snapshot, data=data)
+    built = build_trainer(profile, warehouse, output_dir, work_dir, snapshot, data=data, pricing_seed=pricing_seed,
+                          progress=progress)
+    trainer = built.trainer
     trainer.add_callback(StepClock())
     for callback in callbacks:
         trainer.add_callback(callback)
     # under accelerate every process picks the same folder, but only the main one renames the incomplete ones
     main_process = int(os.environ.get("RANK", "0")) == 0
     start = resume_point(output_dir, progress, move=main_process)
-    trainer.train(resume_from_checkpoint=start)
-    return RunResult(output_dir, trainer.state.global_step, checkpoints(output_dir), dict(dropped),
-                     trainer.state.log_history, timer, step_seconds)
+    try:
+        trainer.train(resume_from_checkpoint=start)
+    finally:
+        built.world.close()
+    return RunResult(output_dir, trainer.state.global_step, checkpoints(output_dir), dict(built.dropped),
+                     trainer.state.log_history, built.timer, step_seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,11 +250,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     output_dir = args.output_dir or str(Path(args.work_dir) / "train" / profile.name)
     if args.dry_run:
-        trainer, instances, dropped, _ = build_trainer(dry_run_profile(profile), args.warehouse, output_dir,
-                                                       args.work_dir, args.snapshot, processes=profile.processes)
-        print(json.dumps({"profile": profile.name, "instances": len(instances), "dropped": dict(dropped),
-                          "per_device_batch": trainer.args.per_device_train_batch_size,
-                          "num_generations": trainer.num_generations, "processes": profile.processes}))
+        built = build_trainer(dry_run_profile(profile), args.warehouse, output_dir, args.work_dir, args.snapshot,
+                              processes=profile.processes)
+        built.world.close()
+        env = built.world.env
+        print(json.dumps({"profile": profile.name, "instances": len(built.instances), "dropped": dict(built.dropped),
+                          "per_device_batch": built.trainer.args.per_device_train_batch_size,
+                          "num_generations": built.trainer.num_generations, "processes": profile.processes,
+                          "user": built.world.user_mode, "local_search": env.config.local_search,
+                          "code_interpreter": env.config.code_interpreter,
+                          "experts": env.experts.aliases if env.experts else [], "notes": built.world.notes}))
         return 0
     result = train(profile, args.warehouse, output_dir, args.work_dir, args.snapshot)
     print(json.dumps({"output_dir": result.output_dir, "global_step": result.global_step,

@@ -43,6 +43,22 @@ class EpisodeSection:
 
 
 @dataclass(frozen=True)
+class EnvironmentSection:
+    """The orchestration environment the rollouts run in (train/env.py): the same one evaluation uses."""
+
+    user: str = "scripted"  # scripted | llm: who answers the agent's messages to the user
+    user_endpoint: str | None = None  # registry endpoint that plays the llm user
+    registry: str | None = None  # endpoint registry file; None: $TOOLSCALE_ENDPOINTS or inference/endpoints.yaml
+    local_search: bool = False
+    code_interpreter: bool = False
+    experts: list[str] = field(default_factory=list)  # registry endpoints offered as expert-1..n, when defined
+    subset_tools: bool = True  # a random subset of the non-gold domain tools per instance
+    show_prices: bool = True
+    user_workers: int = 8  # llm user replies fetched side by side per turn
+    cache_dir: str | None = None  # LLM client cache for the user and the experts
+
+
+@dataclass(frozen=True)
 class GRPOSection:
     learning_rate: float = 1e-6
     num_generations: int = 8  # rollouts per task: one reward group
@@ -76,6 +92,7 @@ class Profile:
     model: ModelSection
     data: DataSection = field(default_factory=DataSection)
     episode: EpisodeSection = field(default_factory=EpisodeSection)
+    environment: EnvironmentSection = field(default_factory=EnvironmentSection)
     grpo: GRPOSection = field(default_factory=GRPOSection)
     launch: LaunchSection = field(default_factory=LaunchSection)
 
@@ -148,6 +165,11 @@ def _validate(p: Profile, path: Path) -> None:
     need(0 < p.episode.max_turn_tokens <= p.episode.max_completion_tokens,
          "episode.max_turn_tokens must be in 1..episode.max_completion_tokens")
     need(p.data.max_tools is None or p.data.max_tools >= 1, "data.max_tools must be >= 1 or null")
+    need(p.environment.user in ("scripted", "llm"),
+         f"environment.user must be scripted or llm, got {p.environment.user!r}")
+    need(p.environment.user != "llm" or bool(p.environment.user_endpoint),
+         "environment.user llm needs environment.user_endpoint (a registry endpoint name)")
+    need(p.environment.user_workers >= 1, "environment.user_workers must be >= 1")
     need(p.grpo.vllm_mode in ("colocate", "server"), "grpo.vllm_mode must be colocate or server")
     need(not (p.grpo.use_vllm and p.model.use_cpu), "grpo.use_vllm needs GPUs; it cannot go with model.use_cpu")
     completions = p.grpo.tasks_per_step * p.grpo.num_generations

@@ -183,7 +183,7 @@ def run_training(cfg: TrainRunConfig, progress: Callable[[str], None] = print) -
     recorder.write([])
     try:
         result = train(profile, cfg.warehouse, str(recorder.output_dir), cfg.work_dir, data=built.data,
-                       callbacks=[recorder.callback()], progress=progress)
+                       callbacks=[recorder.callback()], progress=progress, pricing_seed=built.pricing_seed)
     except BaseException as exc:
         first = str(exc).splitlines()[0] if str(exc) else ""
         recorder.write([], status="failed", error=f"{type(exc).__name__}: {first}")

@@ -38,6 +38,7 @@ class TrainingTask:
     gold_calls: tuple[ToolCall, ...]
     communicate_info: tuple[str, ...] = ()
     preference: dict[str, Any] | None = None  # None: the accuracy-first default
+    preference_instruction: str | None = None  # the user's preference in words; the system prompt shows it
     user_scenario: dict[str, Any] | None = None  # tau2's user_scenario: persona and instructions (known_info, ...)
     schedule_id: str | None = None  # the pricing schedule drawn for this instance (train/trainset.py)
     cost_scale: float = 1.0  # that schedule's prices relative to the nominal table, applied to every tool's cost

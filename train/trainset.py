@@ -103,9 +103,10 @@ def build_training_set(warehouse: str | Path, snapshot: str, domains: list[str] 
         changes: dict[str, Any] = {"schedule_id": schedule.schedule_id, "cost_scale": cost_scale,
                                    "latency_scale": latency_scale}
         if pair is not None:
-            # the paper gives the orchestrator the user's preference instruction along with the task
+            # the paper gives the orchestrator the user's preference instruction along with the task: the
+            # environment puts it in the system prompt (train/env.py), for training and evaluation alike
             changes["preference"] = preference_from_pair(pair)
-            changes["instruction"] = f"{task.instruction}\n\nMy preferences: {pair['instruction']}"
+            changes["preference_instruction"] = str(pair["instruction"])
         tasks.append(replace(task, **changes))
         draws.append(Draw(task.task_id, pair["pair_id"] if pair else None, schedule.schedule_id, cost_scale,
                           latency_scale))

@@ -20,6 +20,10 @@ def test_h100_dry_run_builds_the_datasets_and_trainer(snapshot_warehouse: str, s
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["profile"] == "h100" and report["instances"] >= 20
     assert (report["per_device_batch"], report["num_generations"], report["processes"]) == (8, 8, 16)
+    # the paper's environment: search and code always; experts and the LLM user when their endpoints are usable
+    assert report["local_search"] and report["code_interpreter"]
+    assert report["user"] in ("llm", "scripted") and (report["user"] == "llm") == (not any(
+        "user endpoint" in n for n in report["notes"]))
 
 
 def test_a_bad_profile_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:

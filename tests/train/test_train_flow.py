@@ -21,9 +21,11 @@ from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRu
 
 from flows.train_orchestrator import ARTIFACT_KEY
 from tests.train.conftest import MODEL_CACHE, REPO
+from train.env import EnvConfig, Environment
 from train.episode import EpisodeLimits, run_episodes, start_episode
 from train.model import HFGenerator, load_checkpoint
 from train.tasks import load_training_set
+from train.user_sim import ScriptedUser
 from warehouse.train_store import read_training_run, read_training_steps
 from tests.prefect_stack import prefect_stack
 
@@ -54,9 +56,10 @@ def _plays_an_episode(checkpoint: str, warehouse: str) -> None:
     model, tokenizer = load_checkpoint(checkpoint)
     data = load_training_set(warehouse, "latest", ["weather"], 1)
     task = data.tasks[0]
-    episode = start_episode(task, data.tools["weather"][:2], data.policies["weather"], tokenizer, "eval")
+    env = Environment(EnvConfig(max_turns=1, max_tools=2))
+    episode = start_episode(env, task, ScriptedUser(task), tokenizer, "eval")
     (done,) = run_episodes([episode], HFGenerator(model, tokenizer), tokenizer, EpisodeLimits(1, 16, 16))
-    assert done.done and done.turns == 1 and len(done.completion_ids) > 0
+    assert done.done and done.finish().turns == 1 and len(done.completion_ids) > 0
 
 
 def _check_recorded(warehouse: str, run: dict[str, Any]) -> list[dict[str, Any]]:

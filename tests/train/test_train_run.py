@@ -12,6 +12,7 @@ import pytest
 
 from inference.pricing import synthetic_schedules
 from synthesis.preferences.build import PreferenceConfig, build_and_store
+from train.env import Environment
 from train.report import plot_reward_curves, run_markdown
 from train.run import main, steps_from_log
 from train.trainset import build_training_set, preference_from_pair
@@ -49,7 +50,9 @@ def test_pairs_give_each_instance_its_vector_and_instruction(with_pairs: str) ->
         pair = pairs[draw.pair_id]  # only train-split pairs are drawn
         assert task.preference == preference_from_pair(pair)
         assert task.preference["outcome"] == pair["vector"][-3] and task.preference["latency"] == pair["vector"][-1]
-        assert task.instruction.endswith(pair["instruction"])
+        assert task.preference_instruction == pair["instruction"]
+        # the environment shows it in the system prompt, as the task's own preference
+        assert f"# The user's preference\n{pair['instruction']}" in Environment().opening_messages(task)[0]["content"]
         assert draw.schedule_id == pair["schedule_id"]  # the pair's own schedule is a training one (seed 0)
     none = build_training_set(with_pairs, "latest", ["weather"], 5, preference_run="none")
     assert all(t.preference is None for t in none.data.tasks)
