@@ -11,9 +11,9 @@ import pytest
 from domains import external
 from domains.registry import get_engine, get_spec
 from domains.engine import ToolCall
-from interop.tau2_bridge import (Tau2Worker, calls_json, missing_reason, normalise, our_records, state_differences,
-                                 tau2_python)
-from verifiers.replay import replay
+from interop.tau2_bridge import Tau2Worker, missing_reason, normalise, our_records, tau2_python
+from tests.interop.examples import (assert_examples_have_their_declared_outcomes,
+                                    assert_write_examples_end_in_tau2s_state)
 
 pytestmark = pytest.mark.skipif(
     tau2_python() is None or not all(external.available(s) for s in get_spec("airline").sources.values()),
@@ -56,31 +56,13 @@ def test_booking_takes_the_first_free_id_and_the_seats() -> None:
 
 
 def test_every_example_call_has_its_declared_outcome() -> None:
-    spec, engine = get_spec("airline"), get_engine("airline")
-    for tool in spec.tools:
-        assert {e["expect"] for e in tool.examples} == {"ok", "error"}, tool.name
-        for example in tool.examples:
-            with engine.fresh() as db:
-                result = db.call(tool.name, example["arguments"])
-            assert result.ok == (example["expect"] == "ok"), (tool.name, example, result.error)
+    assert_examples_have_their_declared_outcomes("airline")
 
 
 @pytest.mark.slow
 def test_every_write_example_ends_in_tau2s_state() -> None:
     """The spec's own write examples (a booking paid by certificate, a cabin change, ...) replayed by both."""
-    spec, engine = get_spec("airline"), get_engine("airline")
-    with Tau2Worker() as worker:
-        initial = worker.request(op="initial", domain="airline")["db"]
-        for tool in (t for t in spec.tools if t.kind == "write"):
-            for example in tool.examples:
-                calls = (ToolCall(tool.name, example["arguments"]),)
-                answer = worker.request(op="replay", domain="airline", calls=calls_json(calls))
-                run = replay(engine, calls)
-                try:
-                    assert run.results[0].ok == (answer["errors"][0] is None), (tool.name, example, answer["errors"])
-                    assert state_differences(run.db, run.writes, initial, answer["changed"]) == [], (tool.name, example)
-                finally:
-                    run.close()
+    assert_write_examples_end_in_tau2s_state("airline")
 
 
 @pytest.mark.slow

@@ -11,9 +11,9 @@ import pytest
 from domains import external
 from domains.engine import ToolCall
 from domains.registry import get_engine, get_spec
-from interop.tau2_bridge import (Tau2Worker, calls_json, missing_reason, normalise, our_records, state_differences,
-                                 tau2_python)
-from verifiers.replay import replay
+from interop.tau2_bridge import Tau2Worker, missing_reason, normalise, our_records, tau2_python
+from tests.interop.examples import (assert_examples_have_their_declared_outcomes,
+                                    assert_write_examples_end_in_tau2s_state)
 
 pytestmark = pytest.mark.skipif(
     tau2_python() is None or not all(external.available(s) for s in get_spec("retail").sources.values()),
@@ -72,30 +72,12 @@ def test_import_shard_verifies_every_tau2_task() -> None:
 
 
 def test_every_example_call_has_its_declared_outcome() -> None:
-    spec, engine = get_spec("retail"), get_engine("retail")
-    for tool in spec.tools:
-        assert {e["expect"] for e in tool.examples} == {"ok", "error"}, tool.name
-        for example in tool.examples:
-            with engine.fresh() as db:
-                result = db.call(tool.name, example["arguments"])
-            assert result.ok == (example["expect"] == "ok"), (tool.name, example, result.error)
+    assert_examples_have_their_declared_outcomes("retail")
 
 
 @pytest.mark.slow
 def test_every_write_example_ends_in_tau2s_state() -> None:
-    spec, engine = get_spec("retail"), get_engine("retail")
-    with Tau2Worker() as worker:
-        initial = worker.request(op="initial", domain="retail")["db"]
-        for tool in (t for t in spec.tools if t.kind == "write"):
-            for example in tool.examples:
-                calls = (ToolCall(tool.name, example["arguments"]),)
-                answer = worker.request(op="replay", domain="retail", calls=calls_json(calls))
-                run = replay(engine, calls)
-                try:
-                    assert run.results[0].ok == (answer["errors"][0] is None), (tool.name, example, answer["errors"])
-                    assert state_differences(run.db, run.writes, initial, answer["changed"]) == [], (tool.name, example)
-                finally:
-                    run.close()
+    assert_write_examples_end_in_tau2s_state("retail")
 
 
 def test_synthesised_item_changes_verify() -> None:

@@ -7,22 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.regenerate import RegenerateConfig, regenerate
 from synthesis.llm_evolve import menu
 from synthesis.persona import Persona, stored_persona
 from synthesis.stored import sample_snapshot
+from tests.snapshots import published_warehouse
 from verifiers.types import CHECKS
 from verifiers.verify import check_task
 
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
-    tmp = tmp_path_factory.mktemp("stored")
-    cfg = RegenerateConfig(domains=["medicine"], tasks_per_domain=20, workers=1, base_per_shard=8,
-                           warehouse=str(tmp / "wh.duckdb"), work_dir=str(tmp / "work"))
-    result, _ = regenerate(cfg, progress=lambda m: None)
-    assert result.status == "published"
-    return cfg.warehouse
+    return published_warehouse(tmp_path_factory.mktemp("stored"), ["medicine"])
 
 
 def test_a_stored_task_keeps_its_user_criteria_and_persona(warehouse: str) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.regenerate import RegenerateConfig, regenerate
+from tests.snapshots import published_warehouse
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_CACHE = REPO / "work"  # the converted fp32 model is reused across runs (gitignored)
@@ -15,12 +15,7 @@ MODEL_CACHE = REPO / "work"  # the converted fp32 model is reused across runs (g
 
 @pytest.fixture(scope="session")
 def snapshot_warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
-    tmp = tmp_path_factory.mktemp("train-snapshot")
-    cfg = RegenerateConfig(domains=["weather"], tasks_per_domain=20, workers=1, base_per_shard=8,
-                           warehouse=str(tmp / "wh.duckdb"), work_dir=str(tmp / "work"))
-    result, _ = regenerate(cfg, progress=lambda m: None)
-    assert result.status == "published"
-    return cfg.warehouse
+    return published_warehouse(tmp_path_factory.mktemp("train-snapshot"), ["weather"])
 
 
 @pytest.fixture(scope="session")
@@ -42,12 +37,7 @@ def all_domains_warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A small published snapshot of every domain (20 tasks asked per domain; about 30 s on the dev box)."""
     from domains.registry import DOMAIN_NAMES
 
-    tmp = tmp_path_factory.mktemp("env-snapshot")
-    cfg = RegenerateConfig(domains=list(DOMAIN_NAMES), tasks_per_domain=20, workers=1, base_per_shard=8,
-                           warehouse=str(tmp / "wh.duckdb"), work_dir=str(tmp / "work"))
-    result, _ = regenerate(cfg, progress=lambda m: None)
-    assert result.status == "published"
-    return cfg.warehouse
+    return published_warehouse(tmp_path_factory.mktemp("env-snapshot"), list(DOMAIN_NAMES))
 
 
 @pytest.fixture(scope="session")

@@ -12,9 +12,9 @@ import duckdb
 import pytest
 
 from domains.registry import get_spec
-from pipeline.regenerate import RegenerateConfig, regenerate
 from synthesis.realism_audit import staff_only_tools
 from toolscale.cli_audit import recompute
+from tests.snapshots import published_warehouse
 from train.env import role_tools
 from train.tasks import TrainingTask, load_training_set
 from warehouse.exports import export_tau2
@@ -24,12 +24,7 @@ from warehouse.reader import connect_readonly, resolve_snapshot
 @pytest.fixture(scope="module")
 def medicine(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A published medicine snapshot (20 tasks asked; about 10 s)."""
-    tmp = tmp_path_factory.mktemp("roles")
-    cfg = RegenerateConfig(domains=["medicine"], tasks_per_domain=20, workers=1, base_per_shard=8,
-                           warehouse=str(tmp / "wh.duckdb"), work_dir=str(tmp / "work"))
-    result, _ = regenerate(cfg, progress=lambda m: None)
-    assert result.status == "published"
-    return cfg.warehouse
+    return published_warehouse(tmp_path_factory.mktemp("roles"), ["medicine"])
 
 
 def _by_role(tasks: list[TrainingTask]) -> dict[str | None, list[TrainingTask]]:
