@@ -58,6 +58,21 @@ class Users:
     def role(self, name: str) -> Role | None:
         return next((r for r in self.roles if r.name == name), None)
 
+    def name_columns(self) -> list[str]:
+        """The columns a person's name is made of: ``persona.name`` is a column, or a template of columns
+        ("{first_name} {last_name}") where the table keeps the name in parts."""
+        return _slots(self.persona_name) if "{" in self.persona_name else [self.persona_name]
+
+    def person_name(self, person: dict[str, Any]) -> str | None:
+        """How a person of the role is called, from their row; None when a part of the name is missing."""
+        if "{" not in self.persona_name:
+            value = person.get(self.persona_name)
+            return None if value is None else str(value)
+        parts = {c: person.get(c) for c in self.name_columns()}
+        if any(v is None or str(v).strip() == "" for v in parts.values()):
+            return None
+        return SLOT.sub(lambda m: str(parts[m.group(1)]), self.persona_name)
+
 
 @dataclass(frozen=True)
 class Invariant:
@@ -224,8 +239,8 @@ def _users_problems(spec: DomainSpec, users: Users, tables: dict[str, Any], tool
         for t_i, name in enumerate(role.may_call):
             if name not in tools:
                 out.append(f"{where}.may_call[{t_i}]: unknown tool {name!r}")
-        if users.persona_name not in columns:
-            out.append(f"users.persona.name: {role.table} has no column {users.persona_name!r}")
+        out += [f"users.persona.name: {role.table} has no column {c!r}" for c in users.name_columns()
+                if c not in columns]
     for h_i, table in enumerate(users.held):
         if table not in tables:
             out.append(f"users.held[{h_i}]: unknown table {table!r}")

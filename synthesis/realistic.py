@@ -144,7 +144,7 @@ class Realism:
         return self._pairs[intent.name]
 
     def persona(self, role_name: str, person: dict[str, Any], rng: random.Random) -> Persona:
-        return Persona(str(person.get(self.users.persona_name, "the user")), role_name, rng.choice(self.users.manners),
+        return Persona(self.users.person_name(person) or "the user", role_name, rng.choice(self.users.manners),
                        self.role(role_name).noun or "")
 
     def identification(self, role_name: str, person: dict[str, Any], rng: random.Random) -> Request | None:
@@ -173,7 +173,7 @@ class Realism:
         outcome = intent.outcome(str(row.get("outcome")))
         if outcome is None:
             return None
-        ctx = {**person, **row, "user_name": person.get(self.users.persona_name)}
+        ctx = {**person, **row, "user_name": self.users.person_name(person)}
         calls: list[ToolCall] = []
         for template in (*intent.find, *outcome.calls):
             call = bind(template, ctx, self._properties(template.tool))
@@ -227,7 +227,7 @@ class Realism:
         for other, row in options[:8]:
             outcome = intent.outcome(str(row["outcome"]))
             assert outcome is not None
-            ctx = {**other, **row, "other_name": other.get(self.users.persona_name)}
+            ctx = {**other, **row, "other_name": self.users.person_name(other)}
             calls = [bind(c, ctx, self._properties(c.tool)) for c in outcome.calls]
             if any(c is None for c in calls):
                 continue

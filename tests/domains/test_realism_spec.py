@@ -169,3 +169,16 @@ def test_a_policy_only_rule_is_not_checked_by_the_tool() -> None:
                         "strftime('%Y-%m-%dT%H:%M:%S', :now, '+48 hours')", {"now": engine.spec.now})
         assert rows, "seed 0 should hold a ticket departing within 48 hours"
         assert db.call("refund_ticket", {"ticket_id": rows[0][0]}).ok
+
+
+def test_a_persona_name_may_be_made_of_columns() -> None:
+    raw = copy.deepcopy(RAILWAY)
+    raw["users"]["persona"] = {"name": "{full_name} ({email})"}
+    users = parse_spec(raw).users
+    assert users is not None and users.name_columns() == ["full_name", "email"]
+    assert users.person_name({"full_name": "Ann Lee", "email": "a@x.org"}) == "Ann Lee (a@x.org)"
+    assert users.person_name({"full_name": "Ann Lee", "email": None}) is None  # a missing part: no name
+    raw["users"]["persona"] = {"name": "{full_name} {surname}"}
+    with pytest.raises(SpecError) as err:
+        parse_spec(raw, label="railway.yaml")
+    assert any("users.persona.name" in p and "'surname'" in p for p in err.value.problems)
