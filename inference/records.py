@@ -1,15 +1,13 @@
 """One record per LLM call, and the batched write of a run's records into the warehouse table ``llm_calls``.
 
-The warehouse has one writer: records are kept in memory and written in one transaction per flush, under the
-warehouse's writer lock, into a copy of the file that replaces it atomically (as warehouse/writer.py does), so
-readers never see a half-written batch and a failed flush changes nothing.
+The warehouse has one writer: records are kept in memory and written in one transaction per flush through
+``warehouse.writer.atomic_edit`` (preflight, lock, a copy of the file that replaces it atomically), so readers
+never see a half-written batch and a failed flush changes nothing.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -19,8 +17,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from warehouse.schema import ensure_schema
-from warehouse.writer import writer_lock
+from warehouse.writer import atomic_edit
 
 # what went wrong, in a few fixed words (the `error_kind` column)
 ERROR_KINDS = ("rate_limited", "server_error", "client_error", "timeout", "connection", "malformed_json",
@@ -69,38 +66,19 @@ def write_llm_calls(path: str | Path, records: list[CallRecord], outcomes: list[
     outcomes = outcomes or []
     if not records and not outcomes:
         return 0
-    path = Path(path)
-    with writer_lock(path):
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        tmp.unlink(missing_ok=True)
-        try:
-            if path.exists():
-                shutil.copyfile(path, tmp)
-            ensure_schema(tmp)
-            con = duckdb.connect(str(tmp))
-            try:
-                con.execute("BEGIN")
-                _insert(con, "llm_calls", [asdict(r) for r in records])
-                now = datetime.now(timezone.utc).replace(tzinfo=None)
-                for o in outcomes:
-                    con.execute("DELETE FROM llm_stage_rejections WHERE run_id = ? AND stage = ?", [o.run_id, o.stage])
-                _insert(con, "llm_stage_runs", [{
-                    "run_id": o.run_id, "stage": o.stage, "created_at": now, "endpoint": o.endpoint,
-                    "snapshot_id": o.snapshot_id, "attempted": o.attempted, "accepted": o.accepted,
-                    "acceptance_rate": o.accepted / o.attempted if o.attempted else 0.0,
-                    "rejection_reasons_json": json.dumps(Counter(r["reason"] for r in o.rejections), sort_keys=True)}
-                    for o in outcomes])
-                _insert(con, "llm_stage_rejections", [{"run_id": o.run_id, "stage": o.stage, **r}
-                                                      for o in outcomes for r in o.rejections])
-                con.execute("COMMIT")
-                con.execute("CHECKPOINT")
-            finally:
-                con.close()
-            with open(tmp, "rb") as handle:
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+    with atomic_edit(path) as con:
+        _insert(con, "llm_calls", [asdict(r) for r in records])
+        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        for o in outcomes:
+            con.execute("DELETE FROM llm_stage_rejections WHERE run_id = ? AND stage = ?", [o.run_id, o.stage])
+        _insert(con, "llm_stage_runs", [{
+            "run_id": o.run_id, "stage": o.stage, "created_at": now, "endpoint": o.endpoint,
+            "snapshot_id": o.snapshot_id, "attempted": o.attempted, "accepted": o.accepted,
+            "acceptance_rate": o.accepted / o.attempted if o.attempted else 0.0,
+            "rejection_reasons_json": json.dumps(Counter(r["reason"] for r in o.rejections), sort_keys=True)}
+            for o in outcomes])
+        _insert(con, "llm_stage_rejections", [{"run_id": o.run_id, "stage": o.stage, **r}
+                                              for o in outcomes for r in o.rejections])
     return len(records)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warehouse.pricing_store import atomic_edit
+from warehouse.writer import atomic_edit
 from warehouse.errors import WarehouseError
 from warehouse.reader import connect_readonly
 from warehouse.writer import _insert

@@ -1,16 +1,12 @@
 """Write pricing schedules and preference-pair runs into the warehouse, and read them back.
 
-Writes go through the same discipline as ``warehouse/writer.py``: the writer lock, a private copy of the file,
+Writes go through ``warehouse.writer.atomic_edit``: the writer's preflight and lock, a private copy of the file,
 one transaction, then one atomic ``os.replace``. A reader never sees half a run; a failed write loses nothing.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +14,7 @@ from typing import Any
 import duckdb
 
 from warehouse.reader import WarehouseError, connect_readonly
-from warehouse.schema import ensure_schema
-from warehouse.writer import _insert, writer_lock
+from warehouse.writer import _insert, atomic_edit
 
 PRICING_TABLES = ("pricing_schedules", "model_prices", "model_latencies")
 
@@ -40,34 +35,6 @@ class PreferenceBundle:
     run: dict[str, Any]
     pairs: list[dict[str, Any]]
     pricing: PricingRows
-
-
-@contextmanager
-def atomic_edit(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to a private copy of the warehouse that replaces it only if the block completes."""
-    path = Path(path)
-    with writer_lock(path):
-        for stale in path.parent.glob(path.name + ".tmp-*"):
-            stale.unlink()
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        if path.exists():
-            shutil.copyfile(path, tmp)
-        try:
-            ensure_schema(tmp)
-            con = duckdb.connect(str(tmp))
-            try:
-                con.execute("BEGIN")
-                yield con
-                con.execute("COMMIT")
-                con.execute("CHECKPOINT")
-            finally:
-                con.close()
-            with open(tmp, "rb") as handle:
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
 
 
 def _write_pricing(con: duckdb.DuckDBPyConnection, rows: PricingRows) -> None:

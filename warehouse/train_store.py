@@ -1,6 +1,6 @@
 """Write training runs and their steps into the warehouse (through the single writer), and read them back.
 
-Every write copies the warehouse file (``pricing_store.atomic_edit``), so callers batch: one write when a run
+Every write copies the warehouse file (``writer.atomic_edit``), so callers batch: one write when a run
 starts, one per checkpoint and one at the end.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 
-from warehouse.pricing_store import atomic_edit
+from warehouse.writer import atomic_edit
 from warehouse.reader import connect_readonly
 from warehouse.writer import _insert
 

@@ -31,7 +31,8 @@ from warehouse.checks import check_target, first_line, lock_path
 from warehouse.errors import WarehouseError
 from warehouse.schema import ensure_schema
 
-__all__ = ["PublishResult", "SnapshotBundle", "WarehouseError", "check_target", "publish", "remove_stale_copies"]
+__all__ = ["PublishResult", "SnapshotBundle", "WarehouseError", "atomic_edit", "check_target", "publish",
+           "remove_stale_copies"]
 STALE_SUFFIX = re.compile(r"[0-9]+(\.wal)?")  # what follows "<file>.tmp-" in a copy this writer made
 
 
@@ -122,7 +123,10 @@ def publish(path: str | Path, bundle: SnapshotBundle, quality_check: Any) -> Pub
                              f"{first_line(exc)}; the warehouse is unchanged") from exc
 
 
-def _publish_locked(target: Path, bundle: SnapshotBundle, quality_check: Any) -> PublishResult:
+@contextmanager
+def _working_copy(target: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to ``<file>.tmp-<pid>``, a copy of ``target`` (mode kept, schema ensured), which replaces
+    ``target`` atomically when the block completes and is removed when it fails. The caller holds the lock."""
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     try:
         if target.exists():
@@ -131,12 +135,7 @@ def _publish_locked(target: Path, bundle: SnapshotBundle, quality_check: Any) ->
         ensure_schema(tmp)
         con = duckdb.connect(str(tmp))
         try:
-            parent = _latest_published(con)
-            _write_rows(con, bundle, parent)
-            quality = quality_check(con, bundle.snapshot_id, bundle.requested)
-            status = "published" if quality["success"] else "failed"
-            con.execute("UPDATE snapshots SET status = ?, quality_json = ? WHERE snapshot_id = ?",
-                        [status, json.dumps(quality, default=str), bundle.snapshot_id])
+            yield con
             con.execute("CHECKPOINT")
         finally:
             con.close()
@@ -147,6 +146,31 @@ def _publish_locked(target: Path, bundle: SnapshotBundle, quality_check: Any) ->
             leftover.unlink(missing_ok=True)
         raise
     fsync_dir(target.parent)
+
+
+@contextmanager
+def atomic_edit(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One transaction by the single writer, for everything that is not a snapshot (LLM calls, pricing,
+    preference pairs, evaluation and training records): the same preflight, lock, stale-copy cleanup and
+    atomic swap as ``publish``. A block that raises leaves the warehouse as it was."""
+    target = check_target(path)
+    with writer_lock(target):
+        check_target(path)  # again under the lock: another writer may have replaced the file meanwhile
+        remove_stale_copies(target)
+        with _working_copy(target) as con:
+            con.execute("BEGIN")
+            yield con
+            con.execute("COMMIT")
+
+
+def _publish_locked(target: Path, bundle: SnapshotBundle, quality_check: Any) -> PublishResult:
+    with _working_copy(target) as con:
+        parent = _latest_published(con)
+        _write_rows(con, bundle, parent)
+        quality = quality_check(con, bundle.snapshot_id, bundle.requested)
+        status = "published" if quality["success"] else "failed"
+        con.execute("UPDATE snapshots SET status = ?, quality_json = ? WHERE snapshot_id = ?",
+                    [status, json.dumps(quality, default=str), bundle.snapshot_id])
     return PublishResult(bundle.snapshot_id, status, quality)
 
 
