@@ -104,6 +104,20 @@ class Realism:
         self.users = self.spec.users
         self._people: dict[str, list[dict[str, Any]]] = {}
         self._pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+        self._seeded_keys: dict[str, set[Any]] = {}
+
+    def created_by_task(self, row: dict[str, Any]) -> bool:
+        """Whether ``row`` names a record the seeded database does not hold: one the task itself created (a new
+        booking's id), which the person could not have known when they asked."""
+        for column, value in row.items():
+            table = self.spec.primary_keys.get(column)
+            if table is None or value is None:
+                continue
+            if table not in self._seeded_keys:
+                self._seeded_keys[table] = set(self.graph.engine.seeded_values(table, column))
+            if value not in self._seeded_keys[table]:
+                return True
+        return False
 
     def role(self, name: str) -> Role:
         role = self.users.role(name)

@@ -102,7 +102,8 @@ def _forbidden(realism: Realism, db: Database, person: dict[str, Any], role: str
             req = None
             if pool:
                 intent = rng.choice(pool)
-                rows = realism.candidates(db, intent, person)
+                # drawn from the state after the task's own calls: never a record the task itself created
+                rows = [r for r in realism.candidates(db, intent, person) if not realism.created_by_task(r)]
                 req = realism.intent_request(db, intent, person, rng.choice(rows), rng) if rows else None
         if req is not None:
             return req
@@ -141,7 +142,8 @@ def add_goal(graph: ToolGraph, parent: Task, rng: random.Random) -> Task | None:
         intents = [i for i in _goal_intents(realism, role) if f"intent={i.name}" not in done]
         rng.shuffle(intents)
         for intent in intents[:4]:
-            rows = [r for r in realism.candidates(db, intent, person) if not touched & set(r.values())]
+            rows = [r for r in realism.candidates(db, intent, person)
+                    if not touched & set(r.values()) and not realism.created_by_task(r)]
             if not rows:
                 continue
             goal = realism.intent_request(db, intent, person, rng.choice(rows), rng, seen)

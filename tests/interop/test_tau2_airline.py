@@ -234,3 +234,22 @@ def test_airline_policy_only_rules_are_left_to_the_agent() -> None:
         old = db.query("SELECT r.reservation_id FROM reservations r WHERE r.cabin = 'economy' AND r.insurance = 'no' "
                        "AND r.created_at < '2024-05-14' ORDER BY r.reservation_id LIMIT 1")[0][0]
         assert db.call("cancel_reservation", {"reservation_id": old}).ok  # the policy refuses it; the tool does not
+
+
+def test_no_request_names_a_record_the_task_itself_creates() -> None:
+    """A booking creates reservation HATHAT; a request in the same task about HATHAT (e.g. a forbidden "take a bag
+    off reservation HATHAT") asks about a record the person could not have known when they asked."""
+    from synthesis.generate import ShardConfig, generate_shard
+
+    records = generate_shard(ShardConfig("airline", 0, 0, base_candidates=48, evolution_rounds=2))["records"]
+    engine = get_engine("airline")
+    booked = 0
+    for r in records:
+        calls = tuple(ToolCall(c["name"], c["arguments"]) for c in r["gold_calls"])
+        with engine.fresh() as db:
+            created = {pk for c in calls for (table, pk) in db.call(c.name, c.arguments).writes
+                       if table == "reservations"}
+        created -= set(engine.seeded_values("reservations", "reservation_id"))
+        booked += bool(created)
+        assert not any(str(pk) in r["request"] for pk in created), (r["task_id"], created, r["request"])
+    assert booked, "no task booked: the check above tested nothing"
