@@ -11,7 +11,8 @@ import random
 import sqlite3
 from typing import Any
 
-from domains.seeding import Formula, draw
+from domains.seeding import CONTEXT_KINDS, Formula, SeedContext, draw
+from domains.geography import install_geography_function
 from domains.spec import DomainSpec, Table
 
 ROUNDS = 60  # redraws per violating row before giving up (the audit then reports what is left)
@@ -20,6 +21,7 @@ PASSES = 3  # a repair for one invariant may break another; sweep them all again
 
 def violations(conn: sqlite3.Connection, spec: DomainSpec) -> dict[str, list[Any]]:
     """invariant name -> keys of the rows violating it (empty lists included)."""
+    install_geography_function(conn)
     return {inv.name: [r[0] for r in conn.execute(inv.sql, {"now": spec.now}).fetchall()] for inv in spec.invariants}
 
 
@@ -30,6 +32,7 @@ def violation_counts(conn: sqlite3.Connection, spec: DomainSpec) -> dict[str, in
 def repair_invariants(conn: sqlite3.Connection, spec: DomainSpec, seed: int) -> dict[str, int]:
     """Resample violating rows in place; returns what is still violated (name -> rows). A redraw is kept
     only once the row breaks no invariant of its table, so two rules on one column cannot undo each other."""
+    install_geography_function(conn)
     for _ in range(PASSES):
         clean = True
         for inv in spec.invariants:
@@ -61,18 +64,29 @@ def _redraw(conn: sqlite3.Connection, spec: DomainSpec, table: Table, key: Any, 
     changed: list[str] = []
     for col in table.columns[first:]:
         kind = col.seed["kind"]
-        if col.name not in resample and kind not in ("formula", "lookup"):
+        if col.name not in resample and kind not in ("formula", "lookup", *CONTEXT_KINDS):
             continue
         if kind == "sequence" or (kind == "reference" and (col.name not in resample or col.seed.get("unique"))):
             continue
-        if kind == "reference":
+        context = SeedContext(conn, spec, table, [row])
+        if kind == "reference" and ("where" in col.seed or "at_most" in col.seed):
+            # a filtered foreign key is redrawn among the parents its recipe admits, counting the other rows' uses
+            used = dict(conn.execute(f"SELECT {col.name}, COUNT(*) FROM {table.name} WHERE {table.primary_key} != ? "
+                                     f"GROUP BY {col.name}", (key,)).fetchall())
+            options = context.reference_options(col, row, used)
+            value = rng.choice(options) if options else row[col.name]
+        elif kind == "reference":
             # a named foreign key is redrawn from its parent table's keys, as seeding draws it
             assert col.references is not None
             parents = [r[0] for r in conn.execute(
                 f"SELECT {col.references[1]} FROM {col.references[0]} ORDER BY {col.references[1]}")]
             value = rng.choice(parents) if parents else row[col.name]
+        elif kind == "place" and col.seed.get("same"):
+            value = row[col.name]  # one place for the whole table: a redraw would leave it
+        elif kind in CONTEXT_KINDS:
+            value = context.value(col, row, rng)
         elif kind == "formula":
-            value = Formula(col.seed["expr"])(row, rng)
+            value = Formula(col.seed["expr"])(row, rng, spec.now)
         elif kind == "lookup":
             via = table.column(col.seed["via"])
             assert via is not None and via.references is not None
@@ -81,7 +95,7 @@ def _redraw(conn: sqlite3.Connection, spec: DomainSpec, table: Table, key: Any, 
                                (row[via.name],)).fetchone()
             value = got[0] if got else None
         else:
-            value = draw(col.seed, rng)
+            value = draw(col.seed, rng, spec.now)
         if col.type == "boolean" and value is not None:
             value = 1 if value in (True, 1, "true", "yes") else 0
         row[col.name] = value

@@ -12,6 +12,7 @@ import random
 import re
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -122,10 +123,11 @@ def _parse_formula(expr: str) -> ast.Expression:
 
 
 def formula_names(expr: str) -> set[str]:
-    """Column names a formula reads (raises ValueError if the formula is not allowed)."""
+    """Column names a formula reads (raises ValueError if the formula is not allowed); ``now``, the domain's
+    clock, is not a column."""
     tree = _parse_formula(expr)
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called - {"now"}
 
 
 def _bounded_mul(a: Any, b: Any) -> Any:
@@ -153,8 +155,8 @@ class Formula:
         tree = ast.fix_missing_locations(_MulToCall().visit(_parse_formula(expr)))
         self.code = compile(tree, "<formula>", "eval")
 
-    def __call__(self, row: dict[str, Any], rng: random.Random) -> Any:
-        env: dict[str, Any] = {
+    def __call__(self, row: dict[str, Any], rng: random.Random, now: str | None = None) -> Any:
+        env: dict[str, Any] = {"now": now,
             "round": round, "min": min, "max": max, "abs": abs, "int": int, "float": float, "str": str,
             "lower": str.lower, "upper": str.upper, "date_add": _date_add, "datetime_add": _datetime_add,
             "date_of": _date_of, "email_from": email_from, "randint": rng.randint,
@@ -183,9 +185,15 @@ def sequence_value(recipe: dict[str, Any], col_type: str, index: int) -> Any:
     return f"{recipe.get('prefix', '')}{n:0{recipe.get('width', 4)}d}"
 
 
-def draw(recipe: dict[str, Any], r: random.Random) -> Any:
-    """One value for the distribution-like recipes (provider, choice, uniform, randint, normal, date, ...)."""
+def draw(recipe: dict[str, Any], r: random.Random, now: str | None = None) -> Any:
+    """One value for the distribution-like recipes (provider, choice, uniform, randint, normal, date, ...).
+    A date or datetime recipe with ``today_share`` puts that share of its values on the clock's day."""
     kind = recipe["kind"]
+    if kind in ("date", "datetime") and now is not None and recipe.get("today_share", 0) > 0:
+        if r.random() < recipe["today_share"]:
+            day = now[:10]
+            return day if kind == "date" else _random_datetime(r, f"{day}T00:00:00", f"{day}T23:59:00",
+                                                                recipe.get("step_minutes", 15))
     if kind == "provider":
         if r.random() < recipe.get("null_rate", 0.0):
             return None
@@ -246,7 +254,11 @@ SEED_ERRORS = (ArithmeticError, ValueError, TypeError, KeyError, IndexError, Att
 
 
 def seed_tables(conn: sqlite3.Connection, spec: DomainSpec, seed: int) -> None:
-    """Insert every table's seed rows; any failure is a ``SpecError`` naming the table and column."""
+    """Insert every table's seed rows; any failure is a ``SpecError`` naming the table and column.
+
+    Tables are seeded parents first. Columns that read rows seeded later (``query``, ``after``/``before`` of a
+    back-reference, and formulas over them) are stored as placeholders and filled in a second pass, once every
+    table holds its rows."""
     from domains.spec import SpecError
 
     values: dict[str, list[dict[str, Any]]] = {}
@@ -254,7 +266,7 @@ def seed_tables(conn: sqlite3.Connection, spec: DomainSpec, seed: int) -> None:
     try:
         for table in spec.seed_order():
             ti = spec.tables.index(table)
-            rows = _seed_rows(table, ti, values, seed, spec)
+            rows = _seed_rows(conn, table, ti, values, seed, spec)
             values[table.name] = rows
             cols = [c.name for c in table.columns]
             try:
@@ -263,6 +275,8 @@ def seed_tables(conn: sqlite3.Connection, spec: DomainSpec, seed: int) -> None:
             except SEED_ERRORS as exc:
                 raise SpecError([f"{spec.path}: {_insert_where(table, ti, exc)}: the seed rows cannot be stored: "
                                  f"{type(exc).__name__}: {_clip(str(exc))}"]) from None
+        for table in spec.seed_order():
+            _seed_late_columns(conn, spec, table, values[table.name], seed)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -281,7 +295,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _seed_rows(table: Table, ti: int, done: dict[str, list[dict[str, Any]]], seed: int,
+def _seed_rows(conn: sqlite3.Connection, table: Table, ti: int, done: dict[str, list[dict[str, Any]]], seed: int,
                spec: DomainSpec) -> list[dict[str, Any]]:
     from domains.spec import SpecError
 
@@ -289,12 +303,18 @@ def _seed_rows(table: Table, ti: int, done: dict[str, list[dict[str, Any]]], see
     if table.source is not None:
         rows = _external_rows(table, ti, spec)
     by_key = {name: {r[spec.table(name).primary_key]: r for r in rs} for name, rs in done.items()}
+    late = late_columns(spec, table)
     for ci, col in enumerate(table.columns):
         where = f"{spec.path}: tables[{ti}].columns[{ci}] ({col.name})"
         if col.seed["kind"] == "field":
             continue  # filled from the external records above
+        if col.name in late:
+            for r in rows:
+                r[col.name] = placeholder(col)
+            continue
         try:
-            problem = _seed_column(table, col, rows, done, by_key, seed)
+            context = SeedContext(conn, spec, table, rows)
+            problem = _seed_column(table, col, rows, done, by_key, seed, context)
         except SEED_ERRORS as exc:
             raise SpecError([f"{where}: seeding failed: {type(exc).__name__}: {_clip(str(exc))}"]) from None
         if problem:
@@ -332,11 +352,16 @@ def _external_rows(table: Table, ti: int, spec: DomainSpec) -> list[dict[str, An
 
 
 def _seed_column(table: Table, col: Column, rows: list[dict[str, Any]], done: dict[str, list[dict[str, Any]]],
-                 by_key: dict[str, dict[Any, dict[str, Any]]], seed: int) -> str | None:
+                 by_key: dict[str, dict[Any, dict[str, Any]]], seed: int, context: SeedContext) -> str | None:
     """Fill one column of every row; return the first problem with a produced value, or None."""
     rng = random.Random(f"{seed}:{table.name}:{col.name}")
     recipe = col.seed
     kind = recipe["kind"]
+    if kind == "reference" and ("where" in recipe or "at_most" in recipe):
+        picks = context.filtered_references(col, rows, rng)
+        for r, v in zip(rows, picks):
+            r[col.name] = v
+        return _null_problem(table, col, picks)
     if kind == "reference":
         assert col.references is not None
         parents = [r[col.references[1]] for r in done.get(col.references[0], rows)]
@@ -349,8 +374,15 @@ def _seed_column(table: Table, col: Column, rows: list[dict[str, Any]], done: di
         return _null_problem(table, col, picks)
     formula = Formula(recipe["expr"]) if kind == "formula" else None
     seen: set[Any] = set()
+    once = context.value(col, rows[0], rng) if kind == "place" and recipe.get("same") and rows else None
     for i, r in enumerate(rows):
-        if kind == "sequence":
+        if kind in CONTEXT_KINDS:
+            v = once if once is not None else context.value(col, r, rng)
+            for _ in range(50):
+                if once is not None or not col.unique or v not in seen:
+                    break
+                v = context.value(col, r, rng)
+        elif kind == "sequence":
             v = sequence_value(recipe, col.type, i)
         elif kind == "lookup":
             via = table.column(recipe["via"])
@@ -358,17 +390,17 @@ def _seed_column(table: Table, col: Column, rows: list[dict[str, Any]], done: di
             parent = by_key.get(via.references[0], {}).get(r[via.name])
             v = None if parent is None else parent[recipe["column"]]
         elif formula is not None:
-            v = formula(r, rng)
+            v = formula(r, rng, context.spec.now)
             for _ in range(50):  # a formula that draws (randint, choice) may be drawn again
                 if not col.unique or v not in seen:
                     break
-                v = formula(r, rng)
+                v = formula(r, rng, context.spec.now)
         else:
-            v = draw(recipe, rng)
+            v = draw(recipe, rng, context.spec.now)
             for attempt in range(50):
                 if not col.unique or v not in seen:
                     break
-                v = draw(recipe, rng) if attempt < 40 else f"{v} {i}"
+                v = draw(recipe, rng, context.spec.now) if attempt < 40 else f"{v} {i}"
         problem = value_problem(col, v)
         if problem:
             return f"row {i}: {problem} (column type {col.type})"
@@ -388,3 +420,242 @@ def _null_problem(table: Table, col: Column, values: list[Any]) -> str | None:
     if nulls:
         return f"row {nulls[0]}: no value (null) in a column that is not nullable ({len(nulls)} row(s))"
     return None
+
+
+# Recipes that read other rows or the geography table: a path names a value reachable from the row being seeded.
+# "placed_at" is a column of the row, "trip_id.created_on" a column of the row its foreign key references (hops
+# chain), and "orders(payment_id).placed_at" a column of the first row of orders whose payment_id is this row.
+CONTEXT_KINDS = {"after", "before", "place", "query"}
+UNIT_MINUTES = {"minutes": 1, "hours": 60, "days": 1440}
+DATE_LITERAL = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}:\d{2})?$")  # a bound may be a fixed date
+PATH_STEP = re.compile(r"^([a-z][a-z0-9_]*)(?:\(([a-z][a-z0-9_]*)\))?$")
+QUERY_BUDGET_STEPS = 10_000_000  # SQLite steps one seed query may take (as for tool statements)
+
+
+@dataclass(frozen=True)
+class Hop:
+    table: str  # the table the hop reaches
+    column: str  # forward: the foreign key of the current row; back: the key column of ``table`` naming it
+    back: bool
+
+
+def parse_path(spec: DomainSpec, table: Table, path: str) -> tuple[tuple[Hop, ...], str]:
+    """The hops and final column of a path from a row of ``table``; ValueError names what does not resolve."""
+    steps = path.split(".")
+    hops: list[Hop] = []
+    current = table
+    for step in steps[:-1]:
+        m = PATH_STEP.match(step)
+        if m is None:
+            raise ValueError(f"path {path!r}: {step!r} is neither a column nor table(column)")
+        name, back_key = m.groups()
+        if back_key is not None:
+            other = next((t for t in spec.tables if t.name == name), None)
+            col = other.column(back_key) if other else None
+            if other is None or col is None or col.references != (current.name, current.primary_key):
+                raise ValueError(f"path {path!r}: {step!r} needs a table {name} whose {back_key} references "
+                                 f"{current.name}.{current.primary_key}")
+            hops.append(Hop(other.name, back_key, True))
+            current = other
+        else:
+            col = current.column(name)
+            if col is None or col.references is None:
+                raise ValueError(f"path {path!r}: {name!r} is not a foreign-key column of {current.name}")
+            hops.append(Hop(col.references[0], name, False))
+            current = next(t for t in spec.tables if t.name == col.references[0])
+    if current.column(steps[-1]) is None:
+        raise ValueError(f"path {path!r}: {current.name} has no column {steps[-1]!r}")
+    return tuple(hops), steps[-1]
+
+
+def recipe_paths(recipe: dict[str, Any]) -> list[str]:
+    """The paths a context recipe reads (``now`` is the clock, not a path)."""
+    keys = {"after": ("of", "until"), "before": ("of", "since"), "place": ("of", "in")}.get(recipe["kind"], ())
+    paths = [p for k in keys if k in recipe for p in ([recipe[k]] if isinstance(recipe[k], str) else recipe[k])]
+    return [p for p in paths if p != "now" and not DATE_LITERAL.match(p)]
+
+
+def late_columns(spec: DomainSpec, table: Table) -> set[str]:
+    """Columns filled after every table is seeded: queries, paths through a back-reference, and the formulas
+    that read such columns."""
+    late: set[str] = set()
+    for col in table.columns:
+        kind = col.seed["kind"]
+        if kind == "query":
+            late.add(col.name)
+        elif kind in CONTEXT_KINDS:
+            for path in recipe_paths(col.seed):
+                hops, last = parse_path(spec, table, path)
+                if any(h.back for h in hops) or (not hops and last in late):
+                    late.add(col.name)
+        elif kind == "formula" and formula_names(col.seed["expr"]) & late:
+            late.add(col.name)
+    return late
+
+
+def placeholder(col: Column) -> Any:
+    """A value a late column holds until the second pass fills it (it satisfies the column's constraints)."""
+    if col.enum is not None:
+        return col.enum[0]
+    return {"integer": 0, "real": 0.0, "boolean": 0, "date": "2000-01-01",
+            "datetime": "2000-01-01T00:00:00"}.get(col.type, "")
+
+
+def _as_datetime(value: Any) -> datetime:
+    return datetime.fromisoformat(str(value)) if "T" in str(value) else datetime.fromisoformat(str(value)[:10])
+
+
+def _formatted(col: Column, moment: datetime) -> str:
+    return moment.date().isoformat() if col.type == "date" else moment.isoformat(timespec="seconds")
+
+
+class SeedContext:
+    """What context recipes read while one table is seeded: the database so far, the spec and the clock."""
+
+    def __init__(self, conn: sqlite3.Connection, spec: DomainSpec, table: Table, rows: list[dict[str, Any]]):
+        self.conn, self.spec, self.table, self.rows = conn, spec, table, rows
+
+    def _fetch(self, sql: str, params: tuple[Any, ...]) -> dict[str, Any] | None:
+        cur = self.conn.execute(sql, params)
+        found = cur.fetchone()
+        return None if found is None else dict(zip([d[0] for d in cur.description], found))
+
+    def resolve(self, path: str, row: dict[str, Any]) -> Any:
+        """The value ``path`` names from ``row`` (None where a hop finds no row)."""
+        if path == "now":
+            return self.spec.now
+        if DATE_LITERAL.match(path):
+            return path
+        hops, last = parse_path(self.spec, self.table, path)
+        current: dict[str, Any] | None = row
+        table = self.table
+        for hop in hops:
+            assert current is not None
+            target = self.spec.table(hop.table)
+            if hop.back:
+                current = self._fetch(f"SELECT * FROM {target.name} WHERE {hop.column} = ? "
+                                      f"ORDER BY {target.primary_key} LIMIT 1", (current[table.primary_key],))
+            else:
+                current = self._fetch(f"SELECT * FROM {target.name} WHERE {target.primary_key} = ?",
+                                      (current[hop.column],))
+            if current is None:
+                return None
+            table = target
+        return current.get(last)
+
+    def value(self, col: Column, row: dict[str, Any], rng: random.Random) -> Any:
+        """One value of a context recipe (after, before, place, query) for ``row``."""
+        recipe = col.seed
+        kind = recipe["kind"]
+        if kind in ("after", "before"):
+            return self._shifted(col, row, rng)
+        if kind == "place":
+            return self._place(recipe, row, rng)
+        return self._query(recipe["sql"], row)
+
+    def _shifted(self, col: Column, row: dict[str, Any], rng: random.Random) -> Any:
+        recipe = col.seed
+        anchor = self.resolve(recipe["of"], row)
+        if anchor is None:
+            return draw(recipe["otherwise"], rng) if "otherwise" in recipe else None
+        base = _as_datetime(anchor)
+        step = timedelta(minutes=UNIT_MINUTES[recipe.get("unit", "days")])
+        sign = 1 if recipe["kind"] == "after" else -1
+        moment = base + sign * rng.randint(recipe.get("min", 0), recipe["max"]) * step
+        bound_paths = recipe.get("until" if sign > 0 else "since", [])
+        bounds = [self.resolve(p, row) for p in ([bound_paths] if isinstance(bound_paths, str) else bound_paths)]
+        limits = [_as_datetime(b) for b in bounds if b is not None]
+        if limits:  # the tightest bound wins; an anchor already past it is kept (the bound cannot be met)
+            moment = max(base, min(moment, *limits)) if sign > 0 else min(base, max(moment, *limits))
+        return _formatted(col, moment)
+
+    def _place(self, recipe: dict[str, Any], row: dict[str, Any], rng: random.Random) -> Any:
+        from domains import geography
+
+        field = recipe["field"]
+        if "of" in recipe:
+            return geography.field_of(self.resolve(recipe["of"], row), field)
+        where = dict(recipe.get("where", {}))
+        if "in" in recipe:
+            where["country"] = self.resolve(recipe["in"], row)
+        options = geography.matching(where)
+        if not options:
+            raise ValueError(f"no place in the geography table has {where}")
+        return rng.choice(options).get(field)
+
+    def _query(self, sql: str, row: dict[str, Any]) -> Any:
+        names = set(re.findall(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)", sql))
+        params = {n: self.spec.now if n == "now" else row.get(n) for n in names}
+        steps = [0]
+
+        def budget() -> int:
+            steps[0] += 1000
+            return 1 if steps[0] > QUERY_BUDGET_STEPS else 0
+
+        self.conn.set_progress_handler(budget, 1000)
+        try:
+            found = self.conn.execute(sql, params).fetchone()
+        finally:
+            self.conn.set_progress_handler(None, 1000)
+        return None if found is None else found[0]
+
+    def reference_options(self, col: Column, row: dict[str, Any], used: dict[Any, int]) -> list[Any]:
+        """The parent keys a filtered reference may take for ``row``: those ``where`` admits (bound to the
+        row's earlier columns and :now), less the parents already used ``at_most`` times."""
+        assert col.references is not None
+        recipe = col.seed
+        parent = self.spec.table(col.references[0])
+        where = recipe.get("where") or "1"
+        names = set(re.findall(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)", where))
+        params = {n: self.spec.now if n == "now" else row.get(n) for n in names}
+        options = [r[0] for r in self.conn.execute(
+            f"SELECT {parent.primary_key} FROM {parent.name} WHERE ({where}) ORDER BY {parent.primary_key}", params)]
+        if "at_most" in recipe:
+            options = [k for k in options if used.get(k, 0) < recipe["at_most"]]
+        return options
+
+    def filtered_references(self, col: Column, rows: list[dict[str, Any]], rng: random.Random) -> list[Any]:
+        """A filtered reference for every row (``where``, ``at_most``); None where no parent fits."""
+        used: dict[Any, int] = {}
+        picks: list[Any] = []
+        for row in rows:
+            if rng.random() < col.seed.get("null_rate", 0.0):
+                picks.append(None)
+                continue
+            options = self.reference_options(col, row, used)
+            pick = rng.choice(options) if options else None
+            if pick is not None:
+                used[pick] = used.get(pick, 0) + 1
+            picks.append(pick)
+        return picks
+
+
+def _seed_late_columns(conn: sqlite3.Connection, spec: DomainSpec, table: Table, rows: list[dict[str, Any]],
+                       seed: int) -> None:
+    """Fill the late columns of a stored table, in column order, and write them back."""
+    from domains.spec import SpecError
+
+    late = late_columns(spec, table)
+    if not late:
+        return
+    ti = spec.tables.index(table)
+    context = SeedContext(conn, spec, table, rows)
+    for ci, col in enumerate(table.columns):
+        if col.name not in late:
+            continue
+        rng = random.Random(f"{seed}:{table.name}:{col.name}")
+        formula = Formula(col.seed["expr"]) if col.seed["kind"] == "formula" else None
+        for i, r in enumerate(rows):
+            try:
+                v = formula(r, rng, spec.now) if formula is not None else context.value(col, r, rng)
+            except SEED_ERRORS as exc:
+                raise SpecError([f"{spec.path}: tables[{ti}].columns[{ci}] ({col.name}): seeding failed: "
+                                 f"{type(exc).__name__}: {_clip(str(exc))}"]) from None
+            problem = value_problem(col, v) or (None if v is not None or col.nullable else "no value (null)")
+            if problem:
+                raise SpecError([f"{spec.path}: tables[{ti}].columns[{ci}] ({col.name}): row {i}: {problem} "
+                                 f"(column type {col.type})"])
+            r[col.name] = (1 if v else 0) if col.type == "boolean" and v is not None else v
+    names = [c.name for c in table.columns if c.name in late]
+    conn.executemany(f"UPDATE {table.name} SET {', '.join(f'{n} = ?' for n in names)} WHERE {table.primary_key} = ?",
+                     [tuple(r[n] for n in names) + (r[table.primary_key],) for r in rows])

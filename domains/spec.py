@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 
 from domains.external import Source, TableSource
+from domains.geography import install_geography_function
 from domains.safeyaml import MAX_SPEC_BYTES, YamlLimitError, load_yaml
 from domains.sqlguard import EFFECT, READ, StatementGuard, StatementRefused
 
@@ -302,6 +303,7 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
             where = f"tables[{ti}].columns[{ci}]"
             problems += [f"{where}.{m}" for m in _column_problems(spec, t, c, tables, pk_owner)]
     db = sqlite3.connect(":memory:")
+    install_geography_function(db)
     guard = StatementGuard(db, tables)
     try:
         for stmt in schema_statements(spec):
@@ -329,6 +331,7 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
             for slot in SLOT.findall(tpl):
                 if slot not in tool.param_names:
                     problems.append(f"utterances.{name}[{k}]: slot {{{slot}}} is not a parameter of {name}")
+    problems += _seed_sql_problems(spec, guard)
     problems += realism_problems(spec, db)
     for i, tool in enumerate(spec.tools):
         for k, p in enumerate(tool.preconditions):
@@ -390,6 +393,97 @@ def _column_problems(spec: DomainSpec, t: Table, c: Column, tables: dict[str, Ta
         out.append("seed.weights: needs one weight per value")
     if kind in ("uniform", "randint") and c.seed["min"] > c.seed["max"]:
         out.append("seed: min is greater than max")
+    out += _context_recipe_problems(spec, t, c)
+    return out
+
+
+def _context_recipe_problems(spec: DomainSpec, t: Table, c: Column) -> list[str]:
+    """Recipes that read other rows (after, before, place, query): paths resolve, types fit, order holds."""
+    from domains.seeding import CONTEXT_KINDS, late_columns, parse_path, recipe_paths
+
+    recipe = c.seed
+    kind = recipe["kind"]
+    out: list[str] = []
+    if kind == "lookup":
+        via = t.column(recipe["via"])
+        parent = next((x for x in spec.tables if via and via.references and x.name == via.references[0]), None)
+        if parent is not None and _late(spec, parent, recipe["column"]):
+            out.append(f"seed.column: {parent.name}.{recipe['column']} is filled after every table is seeded; "
+                       f"a lookup cannot copy it")
+    if kind not in CONTEXT_KINDS:
+        return out
+    earlier = {x.name for x in t.columns[: t.columns.index(c)]}
+    for path in recipe_paths(recipe):
+        try:
+            hops, last = parse_path(spec, t, path)
+        except ValueError as exc:
+            out.append(f"seed: {exc}")
+            continue
+        if not hops and last not in earlier and kind != "query":
+            out.append(f"seed: path {path!r} names a column of this row that is not defined before {c.name}")
+    if out:
+        return out
+    if kind in ("after", "before"):
+        if c.type not in ("date", "datetime"):
+            out.append(f"seed: an {kind} recipe makes dates; the column is {c.type}")
+        if recipe.get("min", 0) > recipe["max"]:
+            out.append("seed: min is greater than max")
+        if kind == "after" and "since" in recipe or kind == "before" and "until" in recipe:
+            out.append(f"seed: an {kind} recipe is bounded by {'until' if kind == 'after' else 'since'}")
+    if kind == "place":
+        from domains import geography
+        if c.type != "text":
+            out.append(f"seed: a place recipe makes text; the column is {c.type}")
+        if "where" in recipe and not geography.matching(recipe["where"]):
+            out.append(f"seed.where: no place in {geography.GEOGRAPHY_PATH.name} matches {recipe['where']}")
+        if c.enum is not None and "of" not in recipe and "in" not in recipe:
+            bad = sorted({p.get(recipe["field"]) for p in geography.matching(recipe.get("where", {}))} - set(c.enum))
+            if bad:
+                out.append(f"seed: the geography table holds {', '.join(bad[:5])}, not in the column's enum")
+    if c.unique and _late(spec, t, c.name):
+        out.append("unique: a column filled after every table is seeded cannot be unique")
+    return out
+
+
+def _late(spec: DomainSpec, t: Table, name: str) -> bool:
+    from domains.seeding import late_columns
+    try:
+        return name in late_columns(spec, t)
+    except ValueError:
+        return False  # a bad path, reported where it is written
+
+
+def _seed_sql_problems(spec: DomainSpec, guard: StatementGuard) -> list[str]:
+    """The SQL inside seed recipes (reference where, query) compiles as a read with known parameters."""
+    out: list[str] = []
+    for ti, t in enumerate(spec.tables):
+        for ci, c in enumerate(t.columns):
+            where = f"tables[{ti}].columns[{ci}].seed"
+            kind = c.seed["kind"]
+            if kind == "reference" and "where" in c.seed and c.references:
+                sql, known = f"SELECT 1 FROM {c.references[0]} WHERE ({c.seed['where']})", \
+                    {x.name for x in t.columns[: t.columns.index(c)]}
+                where += ".where"
+            elif kind == "query":
+                sql, known = c.seed["sql"], {x.name for x in t.columns}
+                where += ".sql"
+            else:
+                continue
+            used = set(SQL_PARAM.findall(sql))
+            if used - known - RESERVED_PARAMS:
+                out.append(f"{where}: parameter {', '.join(':' + u for u in sorted(used - known - RESERVED_PARAMS))} "
+                           f"is not a column of this row{' defined before it' if kind == 'reference' else ''}")
+                continue
+            try:
+                guard.prepare(READ, sql, {u: None for u in used})
+            except StatementRefused as exc:
+                out.append(f"{where}: {exc}")
+            except sqlite3.Error as exc:
+                out.append(f"{where}: {_sql_message(str(exc))}")
+    for i, tool in enumerate(spec.tools):
+        texts = [tool.returns_sql, *tool.effects, *(p.sql for p in tool.preconditions), *tool.candidates]
+        if any(re.search(r"\bgeography\s*\(", x, re.IGNORECASE) for x in texts):
+            out.append(f"tools[{i}]: geography() is for invariants and seeding only; tools read the domain's tables")
     return out
 
 
