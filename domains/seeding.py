@@ -186,14 +186,8 @@ def sequence_value(recipe: dict[str, Any], col_type: str, index: int) -> Any:
 
 
 def draw(recipe: dict[str, Any], r: random.Random, now: str | None = None) -> Any:
-    """One value for the distribution-like recipes (provider, choice, uniform, randint, normal, date, ...).
-    A date or datetime recipe with ``today_share`` puts that share of its values on the clock's day."""
+    """One value for the distribution-like recipes (provider, choice, uniform, randint, normal, date, ...)."""
     kind = recipe["kind"]
-    if kind in ("date", "datetime") and now is not None and recipe.get("today_share", 0) > 0:
-        if r.random() < recipe["today_share"]:
-            day = now[:10]
-            return day if kind == "date" else _random_datetime(r, f"{day}T00:00:00", f"{day}T23:59:00",
-                                                                recipe.get("step_minutes", 15))
     if kind == "provider":
         if r.random() < recipe.get("null_rate", 0.0):
             return None
@@ -375,6 +369,8 @@ def _seed_column(table: Table, col: Column, rows: list[dict[str, Any]], done: di
     formula = Formula(recipe["expr"]) if kind == "formula" else None
     seen: set[Any] = set()
     once = context.value(col, rows[0], rng) if kind == "place" and recipe.get("same") and rows else None
+    # a share moved to the clock's day draws from its own stream, so the other values stay as they were
+    today = random.Random(f"{seed}:{table.name}:{col.name}:today") if recipe.get("today_share") else None
     for i, r in enumerate(rows):
         if kind in CONTEXT_KINDS:
             v = once if once is not None else context.value(col, r, rng)
@@ -401,6 +397,8 @@ def _seed_column(table: Table, col: Column, rows: list[dict[str, Any]], done: di
                 if not col.unique or v not in seen:
                     break
                 v = draw(recipe, rng, context.spec.now) if attempt < 40 else f"{v} {i}"
+        if today is not None and isinstance(v, str) and today.random() < recipe["today_share"]:
+            v = context.spec.now[:10] + v[10:]  # the same time of day, on the clock's day
         problem = value_problem(col, v)
         if problem:
             return f"row {i}: {problem} (column type {col.type})"
@@ -615,15 +613,22 @@ class SeedContext:
         return options
 
     def filtered_references(self, col: Column, rows: list[dict[str, Any]], rng: random.Random) -> list[Any]:
-        """A filtered reference for every row (``where``, ``at_most``); None where no parent fits."""
+        """A filtered reference for every row (``where``, ``at_most``); None where no parent fits. Each row
+        draws as an unfiltered reference does and draws again among the admitted parents only when its first
+        pick is not admitted, so adding a filter changes only the rows that broke it."""
+        assert col.references is not None
+        parent = self.spec.table(col.references[0])
+        every = [r[0] for r in self.conn.execute(f"SELECT {parent.primary_key} FROM {parent.name} ORDER BY rowid")]
         used: dict[Any, int] = {}
         picks: list[Any] = []
         for row in rows:
-            if rng.random() < col.seed.get("null_rate", 0.0):
+            if rng.random() < col.seed.get("null_rate", 0.0) or not every:
                 picks.append(None)
                 continue
+            pick = rng.choice(every)
             options = self.reference_options(col, row, used)
-            pick = rng.choice(options) if options else None
+            if pick not in options:
+                pick = rng.choice(options) if options else None
             if pick is not None:
                 used[pick] = used.get(pick, 0) + 1
             picks.append(pick)

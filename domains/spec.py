@@ -410,6 +410,8 @@ def _context_recipe_problems(spec: DomainSpec, t: Table, c: Column) -> list[str]
         if parent is not None and _late(spec, parent, recipe["column"]):
             out.append(f"seed.column: {parent.name}.{recipe['column']} is filled after every table is seeded; "
                        f"a lookup cannot copy it")
+    if "today_share" in recipe and c.type not in ("date", "datetime"):
+        out.append(f"seed.today_share: moves dates to the clock's day; the column is {c.type}")
     if kind not in CONTEXT_KINDS:
         return out
     earlier = {x.name for x in t.columns[: t.columns.index(c)]}
