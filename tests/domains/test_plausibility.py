@@ -1,0 +1,291 @@
+"""Seeded data keeps its facts: the plausibility invariants hold on seed 0 and catch a row broken by hand,
+and the context recipes (after, before, place, query, filtered references, today_share) make such data."""
+
+from __future__ import annotations
+
+import copy
+import sqlite3
+from typing import Any
+
+import pytest
+
+from domains import geography
+from domains.ddl import schema_statements
+from domains.engine import DomainEngine
+from domains.invariants import repair_invariants, violations
+from domains.registry import get_engine
+from domains.seeding import CITIES, seed_tables
+from domains.spec import DomainSpec, SpecError, parse_spec
+
+# (domain, invariant, query giving the key of the row to break, statement breaking it with :key bound)
+BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
+    ("ecommerce", "payment_equals_order_total",
+     "SELECT payment_id FROM orders WHERE payment_id IS NOT NULL ORDER BY order_id LIMIT 1",
+     "UPDATE payments SET amount = amount + 5 WHERE payment_id = :key"),
+    ("ecommerce", "payment_after_order",
+     "SELECT payment_id FROM orders WHERE payment_id IS NOT NULL ORDER BY order_id LIMIT 1",
+     "UPDATE payments SET paid_at = '2024-01-01T09:00:00' WHERE payment_id = :key"),
+    ("ecommerce", "address_city_in_its_country", "SELECT 'AD9999'",
+     "INSERT INTO addresses (address_id, customer_id, label, street, city, country) "
+     "VALUES (:key, 'CU0001', 'home', '1 Oak Street', 'Tallinn', 'Croatia')"),
+    ("education", "section_taught_in_its_department", "SELECT 'SC0001'",
+     "UPDATE sections SET instructor_id = (SELECT i.instructor_id FROM instructors i WHERE i.department != "
+     "(SELECT c.department FROM courses c JOIN sections s USING (course_id) WHERE s.section_id = :key) "
+     "ORDER BY i.instructor_id LIMIT 1) WHERE section_id = :key"),
+    ("entertainment", "subscription_after_joining", "SELECT user_id FROM subscriptions ORDER BY subscription_id LIMIT 1",
+     "UPDATE users SET joined_on = '2025-06-07' WHERE user_id = :key"),
+    ("entertainment", "venue_city_known", "SELECT 'VN001'", "UPDATE venues SET city = 'Atlantis' WHERE venue_id = :key"),
+    ("medicine", "prescription_fits_age", "SELECT 'RX9999'",
+     "INSERT INTO prescriptions (prescription_id, patient_id, doctor_id, drug_id, quantity, issued_on, expires_on, status, "
+     "fills_remaining) VALUES (:key, (SELECT patient_id FROM patients ORDER BY date_of_birth DESC LIMIT 1), 'DR0001', "
+     "(SELECT drug_id FROM drugs WHERE drug_class IN ('anticoagulant', 'statin', 'opioid') ORDER BY drug_id LIMIT 1), "
+     "20, '2025-03-01', '2025-08-28', 'active', 1)"),
+    ("railway", "delay_has_happened",
+     "SELECT service_id FROM services WHERE departure_at > '2025-09-17' ORDER BY service_id LIMIT 1",
+     "UPDATE services SET status = 'delayed', delay_minutes = 20 WHERE service_id = :key"),
+    ("travel", "active_trip_cap", "SELECT 'TP9999'",
+     "INSERT INTO trips (trip_id, traveller_id, title, created_on, status) SELECT :key, traveller_id, 'Study tour', "
+     "'2025-05-01', 'active' FROM trips WHERE status = 'active' GROUP BY traveller_id HAVING COUNT(*) = 3 "
+     "UNION ALL SELECT :key, 'TR9999', 'Study tour', '2025-05-01', 'active' LIMIT 1"),
+    ("travel", "booking_after_trip_created", "SELECT 'FB00001'",
+     "UPDATE flight_bookings SET booked_on = '2024-01-01' WHERE booking_id = :key"),
+    ("travel", "payment_after_trip_created", "SELECT 'PY00001'",
+     "UPDATE payments SET paid_at = '2024-01-01T10:00:00' WHERE payment_id = :key"),
+    ("travel", "delay_has_happened",
+     "SELECT flight_id FROM flights WHERE departure_at > '2025-06-01' ORDER BY flight_id LIMIT 1",
+     "UPDATE flights SET status = 'delayed' WHERE flight_id = :key"),
+    ("weather", "region_in_its_country_and_climate", "SELECT region_id FROM regions ORDER BY region_id LIMIT 1",
+     "UPDATE regions SET country = CASE country WHEN 'Italy' THEN 'Greece' ELSE 'Italy' END WHERE region_id = :key"),
+    ("sport", "venues_in_the_club_town", "SELECT 'VN002'", "UPDATE venues SET city = 'Prague' WHERE venue_id = :key"),
+]
+
+
+def _seeded(domain: str) -> tuple[sqlite3.Connection, DomainSpec]:
+    engine = get_engine(domain)
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.deserialize(engine.image)
+    return conn, engine.spec
+
+
+@pytest.mark.parametrize(("domain", "invariant", "key_sql", "breaking"), BROKEN_BY_HAND,
+                         ids=[f"{d}-{i}" for d, i, _, _ in BROKEN_BY_HAND])
+def test_invariant_holds_on_seed_0_and_reports_a_row_broken_by_hand(domain: str, invariant: str, key_sql: str,
+                                                                    breaking: str) -> None:
+    conn, spec = _seeded(domain)
+    assert violations(conn, spec)[invariant] == []
+    table = next(i.table for i in spec.invariants if i.name == invariant)
+    key = conn.execute(key_sql).fetchone()[0]
+    conn.execute(breaking, {"key": key})
+    found = violations(conn, spec)[invariant]
+    if invariant == "active_trip_cap":  # the fourth active trip of its traveller is the one reported
+        assert found == [key]
+    elif invariant == "subscription_after_joining":
+        assert found == [key] and table == "users"
+    else:
+        assert key in found
+
+
+def test_weather_regions_and_ecommerce_addresses_read_as_real_places() -> None:
+    conn, _ = _seeded("weather")
+    for name, country, climate in conn.execute("SELECT name, country, climate FROM regions"):
+        assert (geography.field_of(name, "country"), geography.field_of(name, "climate")) == (country, climate)
+    conn, _ = _seeded("ecommerce")
+    assert all(geography.field_of(city, "country") == country
+               for city, country in conn.execute("SELECT city, country FROM addresses"))
+
+
+def test_delays_lie_today_and_payments_add_up() -> None:
+    conn, spec = _seeded("railway")
+    delayed = conn.execute("SELECT departure_at FROM services WHERE status = 'delayed'").fetchall()
+    assert delayed and all(d[:10] == spec.now[:10] for (d,) in delayed)
+    conn, spec = _seeded("travel")
+    delayed = conn.execute("SELECT departure_at FROM flights WHERE status = 'delayed'").fetchall()
+    assert delayed and all(d[:10] == spec.now[:10] for (d,) in delayed)
+    conn, _ = _seeded("ecommerce")
+    (paid, total), = conn.execute(
+        "SELECT SUM(p.amount), SUM(ROUND((SELECT SUM(i.quantity * i.unit_price) FROM order_items i WHERE i.order_id = o.order_id)"
+        " * (100 - COALESCE((SELECT c.percent_off FROM coupons c WHERE c.coupon_id = o.coupon_id), 0)) / 100.0, 2))"
+        " FROM orders o JOIN payments p ON p.payment_id = o.payment_id").fetchall()
+    assert abs(paid - total) < 0.01
+
+
+def test_geography_table_holds_every_city_the_providers_name_and_only_known_climates() -> None:
+    assert set(CITIES) <= set(geography.by_city())
+    assert {p.climate for p in geography.places()} == {"oceanic", "continental", "mediterranean", "alpine"}
+    conn = sqlite3.connect(":memory:")
+    geography.install_geography_function(conn)
+    assert conn.execute("SELECT geography('Athens', 'country'), geography('Bergen', 'climate'), "
+                        "geography('Atlantis', 'country')").fetchone() == ("Greece", "oceanic", None)
+
+
+# A tiny shop that uses every context recipe.
+SHOP: dict[str, Any] = {
+    "domain": "shop", "description": "A tiny shop to exercise the context seed recipes.", "now": "2025-06-10T12:00:00",
+    "tables": [
+        {"name": "branches", "noun": "branch", "rows": 6, "primary_key": "branch_id", "columns": [
+            {"name": "branch_id", "type": "text", "seed": {"kind": "sequence", "prefix": "BR"}},
+            {"name": "city", "type": "text",
+             "seed": {"kind": "place", "field": "city", "where": {"country": "United Kingdom"}, "same": True}}]},
+        {"name": "customers", "noun": "customer", "rows": 40, "primary_key": "customer_id", "columns": [
+            {"name": "customer_id", "type": "text", "seed": {"kind": "sequence", "prefix": "CU"}},
+            {"name": "city", "type": "text", "seed": {"kind": "place", "field": "city"}},
+            {"name": "country", "type": "text", "seed": {"kind": "place", "field": "country", "of": "city"}},
+            {"name": "currency", "type": "text", "seed": {"kind": "place", "field": "currency", "of": "city"}},
+            {"name": "born_on", "type": "date", "seed": {"kind": "date", "start": "1960-01-01", "end": "2015-01-01"}},
+            {"name": "joined_on", "type": "date",
+             "seed": {"kind": "date", "start": "2020-01-01", "end": "2025-01-01", "today_share": 0.3}},
+            {"name": "first_visit_on", "type": "date",
+             "seed": {"kind": "before", "of": "orders(customer_id).placed_at", "max": 30, "since": "2020-01-01",
+                      "otherwise": {"kind": "date", "start": "2021-01-01", "end": "2021-12-31"}}}]},
+        {"name": "products", "noun": "product", "rows": 10, "primary_key": "product_id", "columns": [
+            {"name": "product_id", "type": "text", "seed": {"kind": "sequence", "prefix": "PR"}},
+            {"name": "min_age", "type": "integer", "seed": {"kind": "choice", "values": [0, 18]}}]},
+        {"name": "orders", "noun": "order", "rows": 60, "primary_key": "order_id", "columns": [
+            {"name": "order_id", "type": "text", "seed": {"kind": "sequence", "prefix": "OR"}},
+            {"name": "customer_id", "type": "text", "references": "customers.customer_id",
+             "seed": {"kind": "reference", "at_most": 2}},
+            {"name": "placed_at", "type": "datetime",
+             "seed": {"kind": "after", "of": "customer_id.joined_on", "min": 1, "max": 400, "unit": "hours", "until": "now"}},
+            {"name": "total", "type": "real", "seed": {"kind": "query", "sql":
+                "SELECT ROUND(COALESCE(SUM(quantity * unit_price), 0), 2) FROM items WHERE order_id = :order_id"}},
+            {"name": "total_with_tax", "type": "real", "seed": {"kind": "formula", "expr": "round(total * 1.2, 2)"}}]},
+        {"name": "items", "noun": "item", "rows": 150, "primary_key": "item_id", "columns": [
+            {"name": "item_id", "type": "text", "seed": {"kind": "sequence", "prefix": "IT"}},
+            {"name": "order_id", "type": "text", "references": "orders.order_id", "seed": {"kind": "reference"}},
+            {"name": "product_id", "type": "text", "references": "products.product_id", "seed": {"kind": "reference", "where":
+                "min_age = 0 OR (SELECT c.born_on FROM customers c JOIN orders o ON o.customer_id = c.customer_id "
+                "WHERE o.order_id = :order_id) <= date(:now, '-18 years')"}},
+            {"name": "quantity", "type": "integer", "seed": {"kind": "randint", "min": 1, "max": 4}},
+            {"name": "unit_price", "type": "real", "seed": {"kind": "uniform", "min": 1, "max": 50}}]},
+    ],
+    "tools": [{"name": "get_order", "description": "Return one order with its total and customer.", "kind": "read",
+               "entity": "orders", "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}},
+                                                  "required": ["order_id"]},
+               "returns": {"sql": "SELECT * FROM orders WHERE order_id = :order_id"}}],
+    "utterances": {"get_order": ["look up {order_id}"]},
+}
+
+
+def _shop(raw: dict[str, Any] | None = None, seed: int = 0) -> tuple[sqlite3.Connection, DomainSpec]:
+    spec = parse_spec(copy.deepcopy(raw or SHOP), label="shop.yaml")
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    for stmt in schema_statements(spec):
+        conn.execute(stmt)
+    seed_tables(conn, spec, seed)
+    return conn, spec
+
+
+def test_after_stays_between_its_anchor_and_the_clock() -> None:
+    conn, spec = _shop()
+    rows = conn.execute("SELECT o.placed_at, c.joined_on FROM orders o JOIN customers c USING (customer_id)").fetchall()
+    assert rows and all(joined <= placed <= spec.now for placed, joined in rows)
+
+
+def test_before_reads_a_back_reference_and_falls_back_without_one() -> None:
+    conn, _ = _shop()
+    firsts = conn.execute("SELECT c.first_visit_on, (SELECT o.placed_at FROM orders o WHERE o.customer_id = c.customer_id "
+                          "ORDER BY o.order_id LIMIT 1) FROM customers c").fetchall()
+    with_order = [(v, p) for v, p in firsts if p is not None]
+    without = [v for v, p in firsts if p is None]
+    assert with_order and without
+    assert all(v <= p[:10] and v >= "2020-01-01" for v, p in with_order)
+    assert all("2021-01-01" <= v <= "2021-12-31" for v in without)
+
+
+def test_query_sums_child_rows_and_later_formulas_follow_it() -> None:
+    conn, _ = _shop()
+    for order_id, total, with_tax in conn.execute("SELECT order_id, total, total_with_tax FROM orders"):
+        items = conn.execute("SELECT ROUND(COALESCE(SUM(quantity * unit_price), 0), 2) FROM items WHERE order_id = ?",
+                             (order_id,)).fetchone()[0]
+        assert total == items and with_tax == round(total * 1.2, 2)
+
+
+def test_place_keeps_city_country_and_currency_together_and_same_gives_one_town() -> None:
+    conn, _ = _shop()
+    for city, country, currency in conn.execute("SELECT city, country, currency FROM customers"):
+        assert geography.by_city()[city] == geography.Place(city, country, currency, geography.field_of(city, "climate"))
+    towns = {c for (c,) in conn.execute("SELECT city FROM branches")}
+    assert len(towns) == 1 and geography.field_of(towns.pop(), "country") == "United Kingdom"
+
+
+def test_filtered_reference_keeps_adult_products_from_minors_and_at_most_caps_each_parent() -> None:
+    conn, _ = _shop()
+    assert conn.execute("SELECT COUNT(*) FROM items i JOIN products p USING (product_id) JOIN orders o USING (order_id) "
+                        "JOIN customers c USING (customer_id) WHERE p.min_age = 18 AND c.born_on > '2007-06-10'").fetchone()[0] == 0
+    assert conn.execute("SELECT MAX(n) FROM (SELECT COUNT(*) n FROM orders GROUP BY customer_id)").fetchone()[0] <= 2
+
+
+def test_a_filter_changes_only_the_rows_it_rejects() -> None:
+    plain = copy.deepcopy(SHOP)
+    plain["tables"][4]["columns"][2]["seed"] = {"kind": "reference"}
+    conn_f, _ = _shop()
+    conn_p, _ = _shop(plain)
+    filtered = dict(conn_f.execute("SELECT item_id, product_id FROM items"))
+    unfiltered = dict(conn_p.execute("SELECT item_id, product_id FROM items"))
+    changed = [k for k in filtered if filtered[k] != unfiltered[k]]
+    assert 0 < len(changed) < len(filtered)
+
+
+def test_today_share_moves_some_dates_to_the_clock_and_leaves_the_rest() -> None:
+    plain = copy.deepcopy(SHOP)
+    del plain["tables"][1]["columns"][5]["seed"]["today_share"]
+    moved = dict(_shop()[0].execute("SELECT customer_id, joined_on FROM customers"))
+    kept = dict(_shop(plain)[0].execute("SELECT customer_id, joined_on FROM customers"))
+    differ = {k for k in moved if moved[k] != kept[k]}
+    assert differ and all(moved[k] == "2025-06-10" for k in differ) and len(differ) < len(moved)
+
+
+def test_context_recipes_are_deterministic() -> None:
+    a, b = _shop()[0], _shop()[0]
+    assert a.serialize() == b.serialize()
+    assert a.serialize() != _shop(seed=1)[0].serialize()
+
+
+def test_resampling_a_place_recomputes_the_columns_that_follow_it() -> None:
+    raw = copy.deepcopy(SHOP)
+    raw["invariants"] = [{"name": "no_customers_in_italy", "table": "customers", "rule": "The shop does not sell to Italy.",
+                          "resample": ["city"], "sql": "SELECT customer_id FROM customers WHERE country = 'Italy'"}]
+    conn, spec = _shop(raw)
+    assert repair_invariants(conn, spec, 0) == {}
+    for city, country, currency in conn.execute("SELECT city, country, currency FROM customers"):
+        assert (geography.field_of(city, "country"), geography.field_of(city, "currency")) == (country, currency)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda s: s["tables"][3]["columns"][2]["seed"].__setitem__("of", "shop_id.joined_on"),
+     "'shop_id' is not a foreign-key column of orders"),
+    (lambda s: s["tables"][1]["columns"][6]["seed"].__setitem__("of", "items(customer_id).placed_at"),
+     "needs a table items whose customer_id references customers.customer_id"),
+    (lambda s: s["tables"][3]["columns"][3]["seed"].__setitem__("sql", "SELECT 1 FROM items WHERE order_id = :order"),
+     "tables[3].columns[3].seed.sql: parameter :order is not a column of this row"),
+    (lambda s: s["tables"][4]["columns"][2]["seed"].__setitem__("where", "min_age = :quantity"),
+     "tables[4].columns[2].seed.where: parameter :quantity is not a column of this row defined before it"),
+    (lambda s: s["tables"][0]["columns"][1]["seed"].__setitem__("where", {"country": "Atlantis"}),
+     "no place in geography.yaml matches"),
+    (lambda s: s["tables"][3]["columns"][3].__setitem__("unique", True),
+     "a column filled after every table is seeded cannot be unique"),
+    (lambda s: s["tables"][3]["columns"][2]["seed"].__setitem__("of", "total"),
+     "names a column of this row that is not defined before placed_at"),
+    (lambda s: s["tools"][0]["returns"].__setitem__("sql", "SELECT geography(:order_id, 'city') AS city"),
+     "geography() is for invariants and seeding only"),
+])
+def test_bad_context_recipes_are_refused_with_their_path(change: Any, message: str) -> None:
+    raw = copy.deepcopy(SHOP)
+    change(raw)
+    with pytest.raises(SpecError) as err:
+        parse_spec(raw, label="shop.yaml")
+    assert message in str(err.value)
+
+
+def test_a_lookup_cannot_copy_a_late_column() -> None:
+    raw = copy.deepcopy(SHOP)
+    raw["tables"][4]["columns"].append({"name": "order_total", "type": "real",
+                                        "seed": {"kind": "lookup", "via": "order_id", "column": "total"}})
+    with pytest.raises(SpecError, match="orders.total is filled after every table is seeded"):
+        parse_spec(raw, label="shop.yaml")
+
+
+def test_shipped_engines_still_materialise_with_the_new_recipes() -> None:
+    for name in ("ecommerce", "travel"):
+        engine = get_engine(name)
+        assert DomainEngine(engine.spec, 0).fingerprint == engine.fingerprint
