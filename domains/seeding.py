@@ -581,7 +581,9 @@ class SeedContext:
             raise ValueError(f"no place in the geography table has {where}")
         return rng.choice(options).get(field)
 
-    def _query(self, sql: str, row: dict[str, Any]) -> Any:
+    def _bounded(self, sql: str, row: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Rows of a spec-written read, ``:name`` bound to the row's columns and ``:now``, within a step budget
+        (an interrupted statement is a seeding error naming the column)."""
         names = set(re.findall(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)", sql))
         params = {n: self.spec.now if n == "now" else row.get(n) for n in names}
         steps = [0]
@@ -592,10 +594,13 @@ class SeedContext:
 
         self.conn.set_progress_handler(budget, 1000)
         try:
-            found = self.conn.execute(sql, params).fetchone()
+            return self.conn.execute(sql, params).fetchall()
         finally:
             self.conn.set_progress_handler(None, 1000)
-        return None if found is None else found[0]
+
+    def _query(self, sql: str, row: dict[str, Any]) -> Any:
+        found = self._bounded(sql, row)
+        return found[0][0] if found else None
 
     def reference_options(self, col: Column, row: dict[str, Any], used: dict[Any, int]) -> list[Any]:
         """The parent keys a filtered reference may take for ``row``: those ``where`` admits (bound to the
@@ -604,10 +609,8 @@ class SeedContext:
         recipe = col.seed
         parent = self.spec.table(col.references[0])
         where = recipe.get("where") or "1"
-        names = set(re.findall(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)", where))
-        params = {n: self.spec.now if n == "now" else row.get(n) for n in names}
-        options = [r[0] for r in self.conn.execute(
-            f"SELECT {parent.primary_key} FROM {parent.name} WHERE ({where}) ORDER BY {parent.primary_key}", params)]
+        options = [r[0] for r in self._bounded(
+            f"SELECT {parent.primary_key} FROM {parent.name} WHERE ({where}) ORDER BY {parent.primary_key}", row)]
         if "at_most" in recipe:
             options = [k for k in options if used.get(k, 0) < recipe["at_most"]]
         return options
