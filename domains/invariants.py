@@ -95,7 +95,7 @@ def _redraw(conn: sqlite3.Connection, spec: DomainSpec, table: Table, key: Any, 
                                (row[via.name],)).fetchone()
             value = got[0] if got else None
         else:
-            value = draw(col.seed, rng, spec.now)
+            value = draw(col.seed, rng)
         if col.type == "boolean" and value is not None:
             value = 1 if value in (True, 1, "true", "yes") else 0
         row[col.name] = value

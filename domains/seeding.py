@@ -185,7 +185,7 @@ def sequence_value(recipe: dict[str, Any], col_type: str, index: int) -> Any:
     return f"{recipe.get('prefix', '')}{n:0{recipe.get('width', 4)}d}"
 
 
-def draw(recipe: dict[str, Any], r: random.Random, now: str | None = None) -> Any:
+def draw(recipe: dict[str, Any], r: random.Random) -> Any:
     """One value for the distribution-like recipes (provider, choice, uniform, randint, normal, date, ...)."""
     kind = recipe["kind"]
     if kind == "provider":
@@ -392,11 +392,11 @@ def _seed_column(table: Table, col: Column, rows: list[dict[str, Any]], done: di
                     break
                 v = formula(r, rng, context.spec.now)
         else:
-            v = draw(recipe, rng, context.spec.now)
+            v = draw(recipe, rng)
             for attempt in range(50):
                 if not col.unique or v not in seen:
                     break
-                v = draw(recipe, rng, context.spec.now) if attempt < 40 else f"{v} {i}"
+                v = draw(recipe, rng) if attempt < 40 else f"{v} {i}"
         if today is not None and isinstance(v, str) and today.random() < recipe["today_share"]:
             v = context.spec.now[:10] + v[10:]  # the same time of day, on the clock's day
         problem = value_problem(col, v)

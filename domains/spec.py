@@ -399,7 +399,7 @@ def _column_problems(spec: DomainSpec, t: Table, c: Column, tables: dict[str, Ta
 
 def _context_recipe_problems(spec: DomainSpec, t: Table, c: Column) -> list[str]:
     """Recipes that read other rows (after, before, place, query): paths resolve, types fit, order holds."""
-    from domains.seeding import CONTEXT_KINDS, late_columns, parse_path, recipe_paths
+    from domains.seeding import CONTEXT_KINDS, parse_path, recipe_paths
 
     recipe = c.seed
     kind = recipe["kind"]
