@@ -36,7 +36,7 @@ MISTAKES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      lambda s: s["users"]["roles"][0]["identify"][0]["facts"].__setitem__(0, "your card is {card}"),
      "users.roles[0].identify[0].facts[0]: passengers has no column 'card'"),
     ("may_call naming an unknown tool", lambda s: s["users"]["roles"][0]["may_call"].append("teleport"),
-     "users.roles[0].may_call[24]: unknown tool 'teleport'"),
+     f"users.roles[0].may_call[{len(RAILWAY['users']['roles'][0]['may_call'])}]: unknown tool 'teleport'"),
     ("ownership path through a plain column", lambda s: s["users"]["owns"].__setitem__("tickets", "seat_number"),
      "users.owns.tickets: 'seat_number' is not a foreign-key column of tickets"),
     ("ownership path ending at no role's table", lambda s: s["users"]["owns"].__setitem__("tickets", "service_id"),

@@ -3,6 +3,7 @@ policy deciding, forbidden requests that make doing everything fail, and coheren
 
 from __future__ import annotations
 
+import json
 import random
 from functools import cache
 from pathlib import Path
@@ -83,6 +84,24 @@ def test_the_same_request_leads_to_a_write_or_a_refusal_by_the_data(domain: str)
                 outcomes.setdefault(n[7:], set()).add(notes[i + 1][8:])
     decided = [name for name, seen in outcomes.items() if len(seen) >= 2]
     assert len(decided) >= 3, outcomes
+
+
+@pytest.mark.parametrize("domain", ["travel", "railway", "medicine", "education"])
+def test_every_record_id_in_a_gold_call_was_returned_by_an_earlier_call(domain: str) -> None:
+    """A person names trips, stations, courses and patients, not their ids: each id a gold call uses is in the
+    user's words or was returned by an earlier gold call (a trip from the traveller's trip list, a patient from
+    the doctor's own schedule), so an agent who knows only what it is told can find it."""
+    engine = get_engine(domain)
+    keys = set(engine.spec.primary_keys)
+    for rec in _accepted(domain):
+        said = json.dumps(rec["tau2"]["user_scenario"]["instructions"])
+        returned = ""
+        with engine.fresh() as db:
+            for call in rec["gold_calls"]:
+                for name, value in call["arguments"].items():
+                    if name in keys:
+                        assert str(value) in said or str(value) in returned, (call, rec["tau2"]["id"])
+                returned += json.dumps(db.call(call["name"], call["arguments"]).output, default=str)
 
 
 def _verifiable(rec: dict[str, Any], calls: tuple[ToolCall, ...]) -> VerifiableTask:
