@@ -101,7 +101,7 @@ class Task:
 
     def _persona_instructions(self) -> dict[str, Any]:
         assert self.persona is not None
-        facts = list(dict.fromkeys(k for r in self.requests for k in r.known))
+        facts = list(dict.fromkeys(agree_numbers(k) for r in self.requests for k in r.known))
         named = any(self.persona.name in k for k in facts)
         known = ([] if named else [f"your name is {self.persona.name}"]) + facts
         return {
@@ -177,15 +177,20 @@ def style_for(rng: random.Random) -> int:
 
 # at most one word each, so the opening three words still vary with the request itself; "{part}" is the part of
 # the day by the domain's clock (a night clock gets the plain greeting after "|")
-OPENINGS = ("Hi.", "Hello,", "{Part}.|Hello.", "Hey,", "Hiya,", "Good {part}.|Hi there.", "Good {part},|Hello there,",
+OPENINGS = ("Hi.", "Hello,", "{Part}.|Hello.", "Hey,", "Hiya,", "Good {part}.|Hi there.", "Hello there,",
             "Hello!", "Hi!", "", "Hey!", "Greetings.", "Right,", "So,", "Okay,")
 JOINERS = ("Also, ", "One more thing: ", "Oh, and ", "Separately, ", "While I have you, ", "And ",
            "Another thing - ", "Besides that, ")
-# said before the first goal, or after any goal: how people frame a request (the goal itself comes from the spec)
-LEAD_INS = ("", "", "", "", "Quick question.", "I hope you can help.", "Sorry to bother you.",
-            "I need a hand with something.", "Can you help me?", "Bit of a favour to ask.",
-            "I wonder if you can sort something out for me.", "This is a bit urgent.")
-CLOSINGS = ("", "", "", "", "Thanks.", "Thank you.", "Thanks in advance.", "Cheers.", "Much appreciated.")
+# said before the first goal (half the time), or after any goal: how people frame a request (the goal itself comes
+# from the spec); each starts with its own words, so the opening three words still vary
+_LEADS = ("Quick question.", "Hoping you can help.", "Sorry to bother you.", "Need a hand with something.",
+          "Can you help me?", "Bit of a favour to ask.", "Something needs sorting out.", "This is a bit urgent.",
+          "Got a minute?", "Here's my problem.", "Just a small thing.", "Wondering if you can help.",
+          "Thanks for picking this up.", "Apologies for the trouble.", "Me again.", "Not sure who else to ask.",
+          "Any chance you can help?", "First time using this chat.")
+LEAD_INS = ("",) * len(_LEADS) + _LEADS
+CLOSINGS = ("", "Thanks.", "Thank you.", "Thanks in advance.", "Cheers.", "Much appreciated.", "Thanks so much.",
+            "Thanks for your help.", "Many thanks.", "Appreciate it.", "Ta.")
 CLOSINGS_AFTER_STATEMENT = ("That would be great.", "I'd appreciate it.", "Thanks a lot.")
 
 
@@ -220,17 +225,25 @@ def _sentence(clause: str) -> str:
     return clause if clause[-1:] in ".?!" else clause + "."
 
 
-def _framed(clause: str, style: int, index: int) -> tuple[str, str]:
-    """A lead-in (first goal only) and a closing for one clause."""
-    lead = _pick(LEAD_INS, "lead", style, clause) if index == 0 else ""
+def _framed(clause: str, voice: str, index: int) -> tuple[str, str]:
+    """A lead-in (first goal only) and a closing for one clause; ``voice`` keys the choice to the whole task."""
+    lead = _pick(LEAD_INS, "lead", voice, clause) if index == 0 else ""
     closings = CLOSINGS + (CLOSINGS_AFTER_STATEMENT if clause.endswith(".") else ())
-    return lead, _pick(closings, "close", style, index, clause)
+    return lead, _pick(closings, "close", voice, index, clause)
+
+
+def _voice(requests: list[Request], style: int) -> str:
+    """What tells two tasks' speakers apart: the style, every clause and the identifying facts (two people asking
+    the same slot-free question still frame it their own way)."""
+    return json.dumps([style, [(r.clause, r.known, [c.arguments for c in r.calls[:1]]) for r in requests]],
+                      sort_keys=True, default=str)
 
 
 def spoken_clauses(requests: list[Request], style: int, now: str | None = None) -> list[SpokenClause]:
     """What a person says, clause by clause: an opening fitted to the clock, their first goal, then the rest joined
     as people join them (a clause that opens with its own connective gets no other)."""
     said = [r for r in requests if r.kind != "identify" and r.clause]
+    voice = _voice(requests, style)
     out: list[SpokenClause] = []
     for i, r in enumerate(said):
         names = r.says
@@ -240,7 +253,7 @@ def spoken_clauses(requests: list[Request], style: int, now: str | None = None) 
             joiner = greeting(style, now)
             if own:
                 clause = clause[len(own):]
-            lead, closing = _framed(clause, style, i)
+            lead, closing = _framed(clause, voice, i)
             text = (lead + " " if lead else "") + (_capitalise_sentences(clause) if lead else clause)
             if joiner.endswith(","):
                 text = lower_first(text, names)
@@ -249,11 +262,11 @@ def spoken_clauses(requests: list[Request], style: int, now: str | None = None) 
             joiner = joiner + " " if joiner else ""
         elif own:
             joiner, lead_text = "", _capitalise_sentences(clause)
-            _, closing = _framed(clause, style, i)
+            _, closing = _framed(clause, voice, i)
             text = lead_text
         else:
             joiner = JOINERS[(style + i - 1) % len(JOINERS)]
-            _, closing = _framed(clause, style, i)
+            _, closing = _framed(clause, voice, i)
             text = lower_first(clause, names)
         out.append(SpokenClause(joiner, text + (" " + closing if closing else ""), names))
     return out
