@@ -130,28 +130,33 @@ def _row(skeletons: list[list[str]]) -> dict[str, Any]:
     with engine.fresh() as db:
         email, = db.query("SELECT email FROM passengers ORDER BY passenger_id LIMIT 1")[0]
     figures = []
-    for clauses in skeletons:
+    requests = [f"Hi. Ticket {k}: how much did I pay?" for k in range(len(skeletons))]  # openings all differ
+    for clauses, request in zip(skeletons, requests):
         facts = TaskFacts("railway", (ToolCall("find_passenger_by_email", {"email": email}),), ("12.50 EUR",),
-                          "Hi. How much did I pay?", "Hi. How much did I pay?", ("hinged", "forbidden=role"), "Ana",
-                          "customer", clause_skeletons=tuple(clauses))
+                          request, request, ("hinged", "forbidden=role"), "Ana", "customer",
+                          clause_skeletons=tuple(clauses))
         figures.append(task_figures(engine, facts))
-    return aggregate("railway", figures, ["Hi. How much did I pay?"] * len(figures))
+    return aggregate("railway", figures, requests)
 
 
 def test_the_audit_counts_clause_skeletons_stores_them_and_gates_the_top_share(tmp_path: Path) -> None:
-    crowded = _row([["refund {}."], ["refund {}.", "cancel {}."], ["refund {}."]])
-    assert (crowded["clause_skeletons"], crowded["request_clauses"]) == (2, 4)
-    assert crowded["top_skeleton_share"] == 0.75 and crowded["top_skeleton"] == "refund {}."
-    varied = _row([[f"pattern {k} for {{}}."] for k in range(60)])
-    assert varied["clause_skeletons"] == 60 and varied["top_skeleton_share"] < 0.02
+    small = _row([["refund {}."], ["refund {}.", "cancel {}."], ["refund {}."]])
+    assert (small["clause_skeletons"], small["request_clauses"]) == (2, 4)
+    assert small["top_skeleton_share"] == 0.75 and small["top_skeleton"] == "refund {}."
+    crowded = _row([["refund {}."]] * 10 + [[f"pattern {k} for {{}}."] for k in range(110)])
+    assert crowded["request_clauses"] == 120 and crowded["top_skeleton_share"] > 0.02
+    varied = _row([[f"pattern {k} for {{}}."] for k in range(120)])
+    assert varied["clause_skeletons"] == 120 and varied["top_skeleton_share"] < 0.02
     path = tmp_path / "wh.duckdb"
     ensure_schema(path)
     con = duckdb.connect(str(path))
     write_audit(con, "ts-crowded", [crowded])
     write_audit(con, "ts-varied", [varied])
-    assert read_audit(con, "ts-crowded")[0]["clause_skeletons"] == 2
+    write_audit(con, "ts-small", [small])  # 4 clauses: the share is reported, not gated
+    assert read_audit(con, "ts-crowded")[0]["clause_skeletons"] == 111
+    assert realism_gate(con, "ts-small")["success"]
     failed = realism_gate(con, "ts-crowded")
-    assert not failed["success"] and any("top_skeleton_share" in f for f in failed["failures"])
+    assert not failed["success"] and [f.split("'column': ")[1][:22] for f in failed["failures"]] == ["'gated_skeleton_share'"]
     assert realism_gate(con, "ts-varied")["success"]
 
 
