@@ -192,6 +192,9 @@ LEAD_INS = ("",) * len(_LEADS) + _LEADS
 CLOSINGS = ("", "Thanks.", "Thank you.", "Thanks in advance.", "Cheers.", "Much appreciated.", "Thanks so much.",
             "Thanks for your help.", "Many thanks.", "Appreciate it.", "Ta.")
 CLOSINGS_AFTER_STATEMENT = ("That would be great.", "I'd appreciate it.", "Thanks a lot.")
+# after a clause that is not the last one: people thank once, at the end
+MID_CLOSINGS = ("", "", "Hope that's okay.", "No rush on that one.", "That's the main thing.", "If you can.",
+                "That one matters most.", "Fingers crossed.", "If it's not too much trouble.", "That's the big one.")
 
 
 @dataclass(frozen=True)
@@ -225,10 +228,11 @@ def _sentence(clause: str) -> str:
     return clause if clause[-1:] in ".?!" else clause + "."
 
 
-def _framed(clause: str, voice: str, index: int) -> tuple[str, str]:
-    """A lead-in (first goal only) and a closing for one clause; ``voice`` keys the choice to the whole task."""
+def _framed(clause: str, voice: str, index: int, last: bool) -> tuple[str, str]:
+    """A lead-in (first goal only) and a closing (thanks only after the last clause) for one clause; ``voice`` keys
+    the choice to the whole task."""
     lead = _pick(LEAD_INS, "lead", voice, clause) if index == 0 else ""
-    closings = CLOSINGS + (CLOSINGS_AFTER_STATEMENT if clause.endswith(".") else ())
+    closings = (CLOSINGS + (CLOSINGS_AFTER_STATEMENT if clause.endswith(".") else ())) if last else MID_CLOSINGS
     return lead, _pick(closings, "close", voice, index, clause)
 
 
@@ -253,7 +257,7 @@ def spoken_clauses(requests: list[Request], style: int, now: str | None = None) 
             joiner = greeting(style, now)
             if own:
                 clause = clause[len(own):]
-            lead, closing = _framed(clause, voice, i)
+            lead, closing = _framed(clause, voice, i, i == len(said) - 1)
             text = (lead + " " if lead else "") + (_capitalise_sentences(clause) if lead else clause)
             if joiner.endswith(","):
                 text = lower_first(text, names)
@@ -262,11 +266,11 @@ def spoken_clauses(requests: list[Request], style: int, now: str | None = None) 
             joiner = joiner + " " if joiner else ""
         elif own:
             joiner, lead_text = "", _capitalise_sentences(clause)
-            _, closing = _framed(clause, voice, i)
+            _, closing = _framed(clause, voice, i, i == len(said) - 1)
             text = lead_text
         else:
             joiner = JOINERS[(style + i - 1) % len(JOINERS)]
-            _, closing = _framed(clause, voice, i)
+            _, closing = _framed(clause, voice, i, i == len(said) - 1)
             text = lower_first(clause, names)
         out.append(SpokenClause(joiner, text + (" " + closing if closing else ""), names))
     return out
