@@ -269,11 +269,21 @@ def spoken_clauses(requests: list[Request], style: int, now: str | None = None) 
             _, closing = _framed(clause, voice, i, i == len(said) - 1)
             text = lead_text
         else:
-            joiner = JOINERS[(style + i - 1) % len(JOINERS)]
+            joiner = _joiner(style + i - 1, clause)
             _, closing = _framed(clause, voice, i, i == len(said) - 1)
             text = lower_first(clause, names)
         out.append(SpokenClause(joiner, text + (" " + closing if closing else ""), names))
     return out
+
+
+def _joiner(k: int, clause: str) -> str:
+    """The k-th joiner, or the next one when the clause itself soon says its word ("Also, could you also ...")."""
+    opening_words = clause.lower().replace(",", " ").split()[:5]
+    for step in range(len(JOINERS)):
+        joiner = JOINERS[(k + step) % len(JOINERS)]
+        if joiner.split()[0].lower().strip(",:") not in opening_words:
+            return joiner
+    return JOINERS[k % len(JOINERS)]
 
 
 def _spoken(requests: list[Request], style: int, now: str | None = None) -> str:

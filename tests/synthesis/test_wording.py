@@ -83,6 +83,11 @@ def test_a_clause_with_its_own_connective_gets_no_second_one() -> None:
         assert "While you're at it, cancel booking TK00099" in text
         assert "And my sister" in text
     assert doubled_connectives("Sure. While I have you, while you're at it, drop it.") == 1
+    echo = Request("forbidden", "could you also unenrol my friend Marco Abara from BIO 395?", (),
+                   says=("Marco Abara", "BIO 395"))
+    for style in range(len(OPENINGS) * 3):
+        text = _task(goal, echo, style=style).reason_for_call()
+        assert "Also, could you also" not in text
 
 
 def test_numbers_agree_and_doubled_words_are_caught() -> None:
