@@ -27,6 +27,8 @@ DOUBLED_WORD = re.compile(r"\b([A-Za-z]+)\s+\1\b", re.IGNORECASE)
 # "1 stars": the number 1 before a plural in -s (not -ss, -us, -is: "1 class", "1 bus", "1 analysis"; not a verb)
 ONE_PLURAL = re.compile(r"(?<![\w.,])(1) (?!(?:was|has|does|goes|this|yes|its)\b)([a-z]+?[^sui\W])s\b")
 _ES_PLURAL = re.compile(r"(?:sh|ch|x|ss|zz)es$")
+IRREGULAR_PLURALS = {"people": "person", "children": "child", "adults": "adult", "men": "man", "women": "woman"}
+ONE_IRREGULAR = re.compile(r"(?<![\w.,])(1) (" + "|".join(IRREGULAR_PLURALS) + r")\b")
 
 
 def part_of_day(now: str | None) -> str | None:
@@ -67,8 +69,8 @@ def doubled_connectives(text: str) -> int:
 def agree_numbers(text: str) -> str:
     """'1 stars' -> '1 star', '1 boxes' -> '1 box', '1 copies' -> '1 copy' (lower-case nouns only).
 
-    >>> agree_numbers("put me down for 1 stars, 1 boxes and 1 copies; 1 class, 21 seats")
-    'put me down for 1 star, 1 box and 1 copy; 1 class, 21 seats'
+    >>> agree_numbers("put me down for 1 stars, 1 boxes and 1 copies; 1 class, 21 seats, a table for 1 people")
+    'put me down for 1 star, 1 box and 1 copy; 1 class, 21 seats, a table for 1 person'
     """
     def singular(match: re.Match[str]) -> str:
         number, stem = match.group(1), match.group(2)
@@ -78,12 +80,13 @@ def agree_numbers(text: str) -> str:
         if _ES_PLURAL.search(word):
             return f"{number} {word[:-2]}"
         return f"{number} {stem}"
+    text = ONE_IRREGULAR.sub(lambda m: f"{m.group(1)} {IRREGULAR_PLURALS[m.group(2)]}", text)
     return ONE_PLURAL.sub(singular, text)
 
 
 def plural_slips(text: str) -> int:
-    """How many '1 <plural>' slips ``text`` holds."""
-    return len(ONE_PLURAL.findall(text))
+    """How many '1 <plural>' slips ``text`` holds ("1 stars", "1 people")."""
+    return len(ONE_PLURAL.findall(text)) + len(ONE_IRREGULAR.findall(text))
 
 
 def _spans(text: str, values: Iterable[str]) -> list[tuple[int, int]]:

@@ -96,6 +96,7 @@ def test_numbers_agree_and_doubled_words_are_caught() -> None:
         text = _task(rating, style=style).reason_for_call()
         assert "1 star" in text and "1 stars" not in text
     assert agree_numbers("1 nights, 2 nights, 1 boxes, 1 class") == "1 night, 2 nights, 1 box, 1 class"
+    assert agree_numbers("a table for 1 people") == "a table for 1 person"
     assert doubled_words("put 250 EUR on the Anniversary trip trip", ["Anniversary trip"]) == ["trip trip"]
     assert doubled_words("a member member asked") == ["member member"]
     assert doubled_words("Chen Chen, who is on booking TK1", ["Chen Chen"]) == []  # a person's name, not a slip
