@@ -3,8 +3,9 @@
 
 Loads the spec, materialises seed 0, runs every tool example and prints what falls short: fewer than 4
 FK-linked tables, fewer than 6 write tools, a write tool without a precondition, a tool without both a
-passing and a failing example, an example that does not behave as declared, or a failing call that changed
-the database. Exit status 1 when anything falls short, 2 for a usage error (no argument, nothing found).
+passing and a failing example, an example that does not behave as declared, a failing call that changed
+the database, or a forbidden request kind (``for_someone_else``, an intent the role may not ask) with fewer than
+5 phrasings. Exit status 1 when anything falls short, 2 for a usage error (no argument, nothing found).
 """
 
 from __future__ import annotations
@@ -25,8 +26,26 @@ def seeded_rows(spec: DomainSpec, engine: DomainEngine) -> int:
         return sum(len(db.table_rows(t.name)) for t in spec.tables)
 
 
-def shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
+MIN_FORBIDDEN_PHRASINGS = 5  # per forbidden clause kind: fewer and one wording crowds the data set
+
+
+def phrasing_shortfalls(spec: DomainSpec) -> list[str]:
+    """Forbidden requests worded too few ways: every ``for_someone_else`` list, and the phrasings of every intent
+    the role may not ask for (no outcome calls a tool or says anything), need at least 5 phrasings."""
     out = []
+    for intent in spec.intents:
+        if intent.for_someone_else and len(intent.for_someone_else) < MIN_FORBIDDEN_PHRASINGS:
+            out.append(f"{spec.name}: intent {intent.name} has {len(intent.for_someone_else)} for_someone_else "
+                       f"phrasings; needs >= {MIN_FORBIDDEN_PHRASINGS}")
+        role_forbidden = not any(o.calls or o.say for o in intent.outcomes)
+        if role_forbidden and len(intent.phrasings) < MIN_FORBIDDEN_PHRASINGS:
+            out.append(f"{spec.name}: intent {intent.name} (a request the role may not make) has "
+                       f"{len(intent.phrasings)} phrasings; needs >= {MIN_FORBIDDEN_PHRASINGS}")
+    return out
+
+
+def shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
+    out = phrasing_shortfalls(spec)
     tools, rows, _ = TABLE5.get(spec.name, (14, 0, 0))
     total_rows = seeded_rows(spec, engine)
     if len(spec.tools) < tools:

@@ -102,7 +102,8 @@ def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -
 def facts_of(task: Task) -> TaskFacts:
     return TaskFacts(task.domain, task.gold_calls, task.communicate_info, task.reason_for_call(),
                      task.instruction_text(), tuple(task.notes), task.persona.name if task.persona else None,
-                     task.persona.role if task.persona else None, task.user, task.identify_tools, task.seed)
+                     task.persona.role if task.persona else None, task.user, task.identify_tools, task.seed,
+                     task.clause_skeletons(), task.said_values())
 
 
 def generate_shard(cfg: ShardConfig) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from domains.engine import DomainEngine, ToolCall
 from domains.spec import DomainSpec
+from synthesis.wording import doubled_connectives, doubled_words, greeting_contradicts, lowercased_names, plural_slips
 from verifiers.checks import normalise
 from verifiers.realism import end_state_violations, lazy_passes, noop_writes
 from verifiers.replay import replay
@@ -40,6 +41,8 @@ class TaskFacts:
     user: tuple[str, Any] | None = None
     identify_tools: tuple[str, ...] = ()
     seed: int = 0
+    clause_skeletons: tuple[str, ...] = ()  # each request clause as said, record values replaced by '{}'
+    said_values: tuple[str, ...] = ()  # the record values the request spells out (names, places, ids)
 
 
 _ID_PATTERNS: dict[tuple[str, str], re.Pattern[str] | None] = {}
@@ -104,6 +107,7 @@ def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
         "communicate_in_request": sum(normalise(i).strip() in said for i in facts.communicate_info if i.strip()),
         "persona": facts.persona,
         "opening": " ".join(WORD.findall(facts.request.lower())[:3]),
+        **language_figures(facts, spec.now),
         "converted": bool(spec.intents),
     }
 
@@ -119,10 +123,25 @@ def publishable(figures: dict[str, Any]) -> tuple[bool, str]:
     return True, "ok"
 
 
+def language_figures(facts: TaskFacts, now: str | None) -> dict[str, Any]:
+    """Slips in the request's wording (each must be 0) and its clause skeletons."""
+    return {
+        "greeting_clock_contradictions": int(greeting_contradicts(facts.request, now)),
+        "doubled_words": len(doubled_words(facts.request, facts.said_values)),
+        "doubled_joiners": doubled_connectives(facts.request),
+        "plural_slips": plural_slips(facts.request),
+        "lowercased_names": lowercased_names(facts.request, facts.said_values),
+        "clause_skeletons": list(facts.clause_skeletons),
+    }
+
+
+LANGUAGE_SLIPS = ("greeting_clock_contradictions", "doubled_words", "doubled_joiners", "plural_slips",
+                  "lowercased_names")
 AUDIT_COLUMNS = ("domain", "converted", "tasks", "identified_share", "policy_hinged_share", "forbidden_share",
                  "staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
                  "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
-                 "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas")
+                 "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas", *LANGUAGE_SLIPS,
+                 "clause_skeletons", "request_clauses", "top_skeleton_share", "top_skeleton")
 
 
 def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -> dict[str, Any]:
@@ -132,6 +151,9 @@ def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -
     top, top_n = openings.most_common(1)[0] if openings else ("", 0)
     bigrams = {pair for text in requests for pair in _bigrams(text)}
     share = (lambda key: round(sum(bool(f[key]) for f in figures) / n, 4) if n else 0.0)
+    skeletons = Counter(s for f in figures for s in f.get("clause_skeletons", ()))
+    clauses = sum(skeletons.values())
+    top_skeleton, top_skeleton_n = skeletons.most_common(1)[0] if skeletons else ("", 0)
     return {
         "domain": domain, "converted": any(f["converted"] for f in figures), "tasks": n,
         "identified_share": share("identified"), "policy_hinged_share": share("policy_hinged"),
@@ -147,6 +169,9 @@ def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -
         "top_opening_share": round(top_n / n, 4) if n else 0.0, "top_opening": top,
         "distinct_bigrams": len(bigrams),
         "distinct_personas": len({f["persona"] for f in figures if f["persona"]}),
+        **{k: sum(f.get(k, 0) for f in figures) for k in LANGUAGE_SLIPS},
+        "clause_skeletons": len(skeletons), "request_clauses": clauses,
+        "top_skeleton_share": round(top_skeleton_n / clauses, 4) if clauses else 0.0, "top_skeleton": top_skeleton,
     }
 
 

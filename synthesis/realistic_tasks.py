@@ -88,7 +88,7 @@ def base_candidate(graph: ToolGraph, rng: random.Random, seed: int) -> Task | No
                 requests.append(extra)  # after the goal: forbidden phrasings read as an add-on
     r = realism.role(role)
     return Task(graph.spec.name, seed, requests, style_for(rng), persona=realism.persona(role, person, rng),
-                user=realism.user_key(role, person), identify_tools=tuple(i.tool for i in r.identify))
+                user=realism.user_key(role, person), identify_tools=tuple(i.tool for i in r.identify), now=graph.spec.now)
 
 
 def _forbidden(realism: Realism, db: Database, person: dict[str, Any], role: str, rng: random.Random) -> Request | None:
@@ -122,7 +122,8 @@ def _person(realism: Realism, task: Task) -> tuple[str, dict[str, Any]] | None:
 def _child(parent: Task, requests: list[Request], operator: str, rng: random.Random) -> Task:
     # a fresh speaking style: a child that opened like its parent would crowd the common openings
     return Task(parent.domain, parent.seed, requests, style_for(rng), evolved_from=parent.task_id, operator=operator,
-                depth=parent.depth + 1, persona=parent.persona, user=parent.user, identify_tools=parent.identify_tools)
+                depth=parent.depth + 1, persona=parent.persona, user=parent.user, identify_tools=parent.identify_tools,
+                now=parent.now)
 
 
 def add_goal(graph: ToolGraph, parent: Task, rng: random.Random) -> Task | None:

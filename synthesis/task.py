@@ -12,6 +12,7 @@ from typing import Any
 from domains.engine import ToolCall
 from synthesis.persona import Persona
 from synthesis.requests import Request
+from synthesis.wording import agree_numbers, lower_first, opening_connective, part_of_day, skeleton
 from verifiers.types import CHECKS, VerifiableTask
 
 OPENERS = ("I'd like to {c}.", "Could you {c}?", "Please {c}.", "I need you to {c}.", "Can you {c} for me?")
@@ -39,6 +40,7 @@ class Task:
     user: tuple[str, Any] | None = None
     identify_tools: tuple[str, ...] = ()
     criteria: tuple[str, ...] = CHECKS  # the checks that decide "solved" (a stored tau2 task keeps its own)
+    now: str | None = None  # the domain's clock (spec ``now``): a greeting says the part of the day it shows
 
     @property
     def gold_calls(self) -> tuple[ToolCall, ...]:
@@ -62,14 +64,24 @@ class Task:
 
     def reason_for_call(self) -> str:
         if self.persona is not None:
-            return _spoken(self.requests, self.style)
+            return _spoken(self.requests, self.style, self.now)
         parts = []
         for i, r in enumerate(self.requests):
             pool = OPENERS if i == 0 else (LAST if i == len(self.requests) - 1 and i > 1 else THEN)
             pick = pool[(self.style + i) % len(pool)]
-            text = r.clause[0].lower() + r.clause[1:] if i == 0 else r.clause
+            text = lower_first(r.clause, r.says) if i == 0 else r.clause
             parts.append(pick.format(c=text))
         return _capitalise_sentences(" ".join(parts))
+
+    def clause_skeletons(self) -> tuple[str, ...]:
+        """Each spoken request clause with its record values replaced by '{}' (what the audit counts)."""
+        if self.persona is None:
+            return tuple(skeleton(r.clause, r.says) for r in self.requests if r.clause)
+        return tuple(skeleton(c.text, c.says) for c in spoken_clauses(self.requests, self.style, self.now))
+
+    def said_values(self) -> tuple[str, ...]:
+        """The record values the request spells out (names among them keep their case)."""
+        return tuple(dict.fromkeys(v for r in self.requests for v in r.says))
 
     def instructions(self) -> dict[str, Any]:
         if self.persona is not None:
@@ -89,7 +101,7 @@ class Task:
 
     def _persona_instructions(self) -> dict[str, Any]:
         assert self.persona is not None
-        facts = list(dict.fromkeys(k for r in self.requests for k in r.known))
+        facts = list(dict.fromkeys(agree_numbers(k) for r in self.requests for k in r.known))
         named = any(self.persona.name in k for k in facts)
         known = ([] if named else [f"your name is {self.persona.name}"]) + facts
         return {
@@ -163,11 +175,52 @@ def style_for(rng: random.Random) -> int:
     return rng.randrange(len(STYLE) * len(OPENERS))
 
 
-# at most one word each, so the opening three words still vary with the request itself
-OPENINGS = ("Hi.", "Hello,", "Morning.", "Hey,", "Hiya,", "Evening.", "Afternoon.", "Hello!", "Hi!", "", "Hey!",
-            "Greetings.", "Right,", "So,", "Okay,")
+# at most one word each, so the opening three words still vary with the request itself; "{part}" is the part of
+# the day by the domain's clock (a night clock gets the plain greeting after "|")
+OPENINGS = ("Hi.", "Hello,", "{Part}.|Hello.", "Hey,", "Hiya,", "Good {part}.|Hi there.", "Hello there,",
+            "Hello!", "Hi!", "", "Hey!", "Greetings.", "Right,", "So,", "Okay,")
 JOINERS = ("Also, ", "One more thing: ", "Oh, and ", "Separately, ", "While I have you, ", "And ",
            "Another thing - ", "Besides that, ")
+# said before the first goal (half the time), or after any goal: how people frame a request (the goal itself comes
+# from the spec); each starts with its own words, so the opening three words still vary
+_LEADS = ("Quick question.", "Hoping you can help.", "Sorry to bother you.", "Need a hand with something.",
+          "Can you help me?", "Bit of a favour to ask.", "Something needs sorting out.", "This is a bit urgent.",
+          "Got a minute?", "Here's my problem.", "Just a small thing.", "Wondering if you can help.",
+          "Thanks for picking this up.", "Apologies for the trouble.", "Me again.", "Not sure who else to ask.",
+          "Any chance you can help?", "First time using this chat.")
+LEAD_INS = ("",) * len(_LEADS) + _LEADS
+CLOSINGS = ("", "Thanks.", "Thank you.", "Thanks in advance.", "Cheers.", "Much appreciated.", "Thanks so much.",
+            "Thanks for your help.", "Many thanks.", "Appreciate it.", "Ta.")
+CLOSINGS_AFTER_STATEMENT = ("That would be great.", "I'd appreciate it.", "Thanks a lot.")
+# after a clause that is not the last one: people thank once, at the end
+MID_CLOSINGS = ("", "", "Hope that's okay.", "No rush on that one.", "That's the main thing.", "If you can.",
+                "That one matters most.", "Fingers crossed.", "If it's not too much trouble.", "That's the big one.")
+
+
+@dataclass(frozen=True)
+class SpokenClause:
+    """One request as the user says it: the words joining it to what came before (the greeting for the first),
+    the clause with its framing, and the record values it spells out."""
+
+    joiner: str
+    text: str
+    says: tuple[str, ...] = ()
+
+
+def greeting(style: int, now: str | None) -> str:
+    """The opening word(s) of a spoken request, fitted to the clock: never "Evening." at 08:00."""
+    opening = OPENINGS[style % len(OPENINGS)]
+    if "{part}" not in opening.lower():
+        return opening
+    timed, plain = opening.split("|")
+    part = part_of_day(now)
+    return plain if part is None else timed.replace("{part}", part).replace("{Part}", part.capitalize())
+
+
+def _pick(options: tuple[str, ...], *key: object) -> str:
+    """A stable choice (the same task always reads the same), spread by the clause itself."""
+    digest = hashlib.sha256(json.dumps(key, default=str).encode()).digest()
+    return options[int.from_bytes(digest[:4], "big") % len(options)]
 
 
 def _sentence(clause: str) -> str:
@@ -175,22 +228,63 @@ def _sentence(clause: str) -> str:
     return clause if clause[-1:] in ".?!" else clause + "."
 
 
-def _lower_first(clause: str) -> str:
-    stripped = re.sub(r"^(and|also),?\s+", "", clause, flags=re.IGNORECASE)  # the joiner already says it
-    if stripped != clause:
-        return stripped  # what follows 'and' is already mid-sentence (and may be a name)
-    return clause if re.match(r"^(I\b|I'|[A-Z]{2})", clause) else clause[:1].lower() + clause[1:]
+def _framed(clause: str, voice: str, index: int, last: bool) -> tuple[str, str]:
+    """A lead-in (first goal only) and a closing (thanks only after the last clause) for one clause; ``voice`` keys
+    the choice to the whole task."""
+    lead = _pick(LEAD_INS, "lead", voice, clause) if index == 0 else ""
+    closings = (CLOSINGS + (CLOSINGS_AFTER_STATEMENT if clause.endswith(".") else ())) if last else MID_CLOSINGS
+    return lead, _pick(closings, "close", voice, index, clause)
 
 
-def _spoken(requests: list[Request], style: int) -> str:
-    """What a person says: an opening, their first goal, then the rest joined as people join them."""
-    said = [r.clause for r in requests if r.kind != "identify" and r.clause]
-    if not said:
-        return ""
-    opening = OPENINGS[style % len(OPENINGS)]
-    first = _sentence(said[0])
-    first = _lower_first(first) if opening.endswith(",") else _capitalise_sentences(first)
-    parts = [(opening + " " if opening else "") + first]
-    for i, clause in enumerate(said[1:]):
-        parts.append(JOINERS[(style + i) % len(JOINERS)] + _lower_first(_sentence(clause)))
-    return " ".join(parts)
+def _voice(requests: list[Request], style: int) -> str:
+    """What tells two tasks' speakers apart: the style, every clause and the identifying facts (two people asking
+    the same slot-free question still frame it their own way)."""
+    return json.dumps([style, [(r.clause, r.known, [c.arguments for c in r.calls[:1]]) for r in requests]],
+                      sort_keys=True, default=str)
+
+
+def spoken_clauses(requests: list[Request], style: int, now: str | None = None) -> list[SpokenClause]:
+    """What a person says, clause by clause: an opening fitted to the clock, their first goal, then the rest joined
+    as people join them (a clause that opens with its own connective gets no other)."""
+    said = [r for r in requests if r.kind != "identify" and r.clause]
+    voice = _voice(requests, style)
+    out: list[SpokenClause] = []
+    for i, r in enumerate(said):
+        names = r.says
+        clause = agree_numbers(_sentence(r.clause))
+        own = opening_connective(clause)
+        if i == 0:
+            joiner = greeting(style, now)
+            if own:
+                clause = clause[len(own):]
+            lead, closing = _framed(clause, voice, i, i == len(said) - 1)
+            text = (lead + " " if lead else "") + (_capitalise_sentences(clause) if lead else clause)
+            if joiner.endswith(","):
+                text = lower_first(text, names)
+            else:
+                text = _capitalise_sentences(text)
+            joiner = joiner + " " if joiner else ""
+        elif own:
+            joiner, lead_text = "", _capitalise_sentences(clause)
+            _, closing = _framed(clause, voice, i, i == len(said) - 1)
+            text = lead_text
+        else:
+            joiner = _joiner(style + i - 1, clause)
+            _, closing = _framed(clause, voice, i, i == len(said) - 1)
+            text = lower_first(clause, names)
+        out.append(SpokenClause(joiner, text + (" " + closing if closing else ""), names))
+    return out
+
+
+def _joiner(k: int, clause: str) -> str:
+    """The k-th joiner, or the next one when the clause itself soon says its word ("Also, could you also ...")."""
+    opening_words = clause.lower().replace(",", " ").split()[:5]
+    for step in range(len(JOINERS)):
+        joiner = JOINERS[(k + step) % len(JOINERS)]
+        if joiner.split()[0].lower().strip(",:") not in opening_words:
+            return joiner
+    return JOINERS[k % len(JOINERS)]
+
+
+def _spoken(requests: list[Request], style: int, now: str | None = None) -> str:
+    return " ".join(c.joiner + c.text for c in spoken_clauses(requests, style, now))

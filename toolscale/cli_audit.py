@@ -18,7 +18,10 @@ COLUMNS = (("tasks", "tasks", "{}"), ("identified", "identified_share", "{:.0%}"
            ("invar", "invariant_violations", "{}"), ("noop", "noop_writes", "{}"), ("empty", "empty_passes", "{}"),
            ("parrot", "parrot_passes", "{}"), ("short", "short_communicate", "{}"),
            ("in_req", "communicate_in_request", "{}"), ("open3", "top_opening_share", "{:.1%}"),
-           ("bigrams", "distinct_bigrams", "{}"), ("personas", "distinct_personas", "{}"))
+           ("bigrams", "distinct_bigrams", "{}"), ("personas", "distinct_personas", "{}"),
+           ("greet", "greeting_clock_contradictions", "{}"), ("dbl_word", "doubled_words", "{}"),
+           ("dbl_join", "doubled_joiners", "{}"), ("plural", "plural_slips", "{}"), ("lc_name", "lowercased_names", "{}"),
+           ("skeletons", ("clause_skeletons", "request_clauses"), "{}/{}"), ("top_skel", "top_skeleton_share", "{:.1%}"))
 
 
 def add_parsers(sub: Any) -> None:
@@ -53,8 +56,14 @@ def run_audit(args: argparse.Namespace) -> int:
     print(f"{'domain':<15}" + "".join(f"{h:>11}" for h, _, _ in COLUMNS))
     for r in rows:
         name = r["domain"] + (" *" if r["converted"] else "")
-        print(f"{name:<15}" + "".join(f"{fmt.format(r[key]):>11}" for _, key, fmt in COLUMNS))
+        print(f"{name:<15}" + "".join(f"{_cell(r, key, fmt):>11}" for _, key, fmt in COLUMNS))
     return 0
+
+
+def _cell(row: dict[str, Any], key: str | tuple[str, ...], fmt: str) -> str:
+    """One printed figure; '-' for a figure a snapshot's stored audit predates."""
+    keys = (key,) if isinstance(key, str) else key
+    return fmt.format(*(row[k] for k in keys)) if all(row.get(k) is not None for k in keys) else "-"
 
 
 def recompute(con: Any, snapshot_id: str) -> list[dict[str, Any]]:

@@ -37,6 +37,17 @@ class SnapshotAudit(SQLModel, table=True):
     top_opening: str
     distinct_bigrams: int
     distinct_personas: int
+    # wording slips in the requests (gate: each 0)
+    greeting_clock_contradictions: int
+    doubled_words: int
+    doubled_joiners: int
+    plural_slips: int
+    lowercased_names: int
+    # request clauses as said, record values replaced by '{}': distinct patterns of all clauses, and the top one's share
+    clause_skeletons: int
+    request_clauses: int
+    top_skeleton_share: float = Field(sa_type=Double)
+    top_skeleton: str
 
 
 def audit_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -68,7 +79,7 @@ def read_audit(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> list[dict[st
     if not con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'snapshot_audit'").fetchone():
         return []
     frame = con.execute("SELECT * FROM snapshot_audit WHERE snapshot_id = ? ORDER BY domain", [snapshot_id]).df()
-    return [{c: _plain(row[c]) for c in AUDIT_COLUMNS} for _, row in frame.iterrows()]
+    return [{c: _plain(row[c]) for c in AUDIT_COLUMNS if c in row} for _, row in frame.iterrows()]
 
 
 def _plain(value: Any) -> Any:

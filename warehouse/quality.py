@@ -16,6 +16,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from synthesis.realism_audit import LANGUAGE_SLIPS
+
 
 @cache
 def _gx() -> Any:
@@ -49,6 +51,8 @@ def _suites(kill_threshold: float) -> dict[str, list[Any]]:
     }
 
 
+MAX_TOP_SKELETON_SHARE = 0.02  # the most common request-clause skeleton (a plain threshold for now)
+MIN_CLAUSES_FOR_SKELETON_SHARE = 100  # below this two equal clauses are already over 2%: the share says nothing
 MIN_TASKS_FOR_OPENING_SHARE = 100  # below this one task is already >1%: the share says nothing
 
 
@@ -56,13 +60,14 @@ def realism_expectations() -> list[Any]:
     """Issue 7's gate, on one ``snapshot_audit`` row per converted domain."""
     e = _gx().expectations
     zero = ("staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
-            "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request")
+            "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request", *LANGUAGE_SLIPS)
     return [
         *[e.ExpectColumnValuesToBeBetween(column=c, min_value=0, max_value=0) for c in zero],
         e.ExpectColumnValuesToBeBetween(column="identified_share", min_value=1.0),
         e.ExpectColumnValuesToBeBetween(column="policy_hinged_share", min_value=0.2),
         e.ExpectColumnValuesToBeBetween(column="forbidden_share", min_value=0.1),
         e.ExpectColumnValuesToBeBetween(column="gated_opening_share", max_value=0.03),
+        e.ExpectColumnValuesToBeBetween(column="gated_skeleton_share", max_value=MAX_TOP_SKELETON_SHARE),
     ]
 
 
@@ -71,6 +76,8 @@ def realism_frame(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> pd.DataFr
     frame = con.execute("SELECT * FROM snapshot_audit WHERE snapshot_id = ? AND converted", [snapshot_id]).df()
     frame["gated_opening_share"] = [share if n >= MIN_TASKS_FOR_OPENING_SHARE else 0.0
                                     for share, n in zip(frame["top_opening_share"], frame["tasks"])]
+    frame["gated_skeleton_share"] = [share if n is not None and n >= MIN_CLAUSES_FOR_SKELETON_SHARE else 0.0
+                                     for share, n in zip(frame["top_skeleton_share"], frame["request_clauses"])]
     return frame
 
 

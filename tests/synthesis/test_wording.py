@@ -1,0 +1,177 @@
+"""How requests are worded: greetings fit the domain's clock, names keep their case, connectives and words are never
+doubled, numbers agree, every forbidden request kind has at least 5 phrasings, and the audit counts clause skeletons
+(stored with the snapshot and gated)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import yaml
+
+from domains.check import MIN_FORBIDDEN_PHRASINGS, phrasing_shortfalls
+from domains.engine import ToolCall
+from domains.registry import available_domains, get_engine, get_spec, spec_path
+from domains.spec import parse_spec
+from synthesis.generate import ShardConfig, generate_shard
+from synthesis.persona import Persona
+from synthesis.realism_audit import TaskFacts, aggregate, task_figures
+from synthesis.requests import Request
+from synthesis.task import OPENINGS, Task, spoken_clauses
+from synthesis.wording import (agree_numbers, doubled_connectives, doubled_words, greeting_contradicts, lower_first,
+                               lowercased_names, part_of_day, skeleton)
+from warehouse.audit_models import read_audit, write_audit
+from warehouse.quality import realism_gate
+from warehouse.schema import ensure_schema
+
+IDENTIFY = Request("identify", "", (ToolCall("find_passenger_by_email", {"email": "ann@example.com"}),),
+                   known=("your e-mail address is ann@example.com",), notes=("identify",))
+
+
+def _task(*clauses: Request, style: int = 0, now: str | None = "2025-03-10T08:00:00") -> Task:
+    return Task("railway", 0, [IDENTIFY, *clauses], style, persona=Persona("Ann Lee", "customer", "brief"),
+                user=("passengers", "PA0001"), identify_tools=("find_passenger_by_email",), now=now)
+
+
+def _goal(clause: str, says: tuple[str, ...] = ()) -> Request:
+    return Request("intent", clause, (), says=says)
+
+
+def test_a_morning_clock_never_gives_an_evening_or_afternoon_greeting() -> None:
+    goal = _goal("could you refund booking TK00012?", ("TK00012",))
+    texts = [_task(goal, style=s).reason_for_call() for s in range(len(OPENINGS) * 3)]
+    assert not any(t.lower().startswith(("evening", "afternoon", "good evening", "good afternoon")) for t in texts)
+    assert any(t.startswith(("Morning.", "Good morning.")) for t in texts)  # the clock's part of the day is used
+    assert not any(greeting_contradicts(t, "2025-03-10T08:00:00") for t in texts)
+
+
+def test_a_night_clock_or_no_clock_gives_no_time_of_day_greeting() -> None:
+    goal = _goal("could you refund booking TK00012?", ("TK00012",))
+    for now in ("2025-03-10T23:30:00", None):
+        texts = [_task(goal, style=s, now=now).reason_for_call() for s in range(len(OPENINGS))]
+        assert not any(w in t.lower() for t in texts for w in ("morning", "afternoon", "evening"))
+    assert part_of_day("2025-03-10T12:00:00") == "afternoon" and part_of_day("2025-03-10T19:00:00") == "evening"
+    assert greeting_contradicts("Evening. Cancel it.", "2025-03-10T08:00:00")
+    assert not greeting_contradicts("Hello, cancel it.", "2025-03-10T08:00:00")
+
+
+def test_a_clause_that_starts_with_a_name_keeps_its_case_after_any_greeting_or_joiner() -> None:
+    named = Request("forbidden", "Noah Jensen, who is on booking TK00350, wants seat D07 too", (),
+                    says=("Noah Jensen", "TK00350", "D07"))
+    first = _goal("Could you refund booking TK00012?", ("TK00012",))
+    for style in range(len(OPENINGS) * 3):
+        alone = _task(named, style=style).reason_for_call()
+        after = _task(first, named, style=style).reason_for_call()
+        assert "Noah Jensen" in alone and "Noah Jensen" in after and "noah Jensen" not in alone + after
+        assert lowercased_names(after, named.says) == 0
+    # a common first word is still lowered after a greeting that ends in a comma
+    hello = _task(first, style=OPENINGS.index("Hello,")).reason_for_call()
+    assert hello.startswith("Hello, ") and hello[len("Hello, ")].islower()
+    assert lower_first("Edinburgh Waverley is my station", ["Edinburgh Waverley"]) == "Edinburgh Waverley is my station"
+    assert lowercased_names("and noah Jensen too", ["Noah Jensen"]) == 1
+
+
+def test_a_clause_with_its_own_connective_gets_no_second_one() -> None:
+    goal = _goal("please refund booking TK00012", ("TK00012",))
+    extra = Request("forbidden", "while you're at it, cancel booking TK00099 for my friend", (), says=("TK00099",))
+    also = Request("forbidden", "and my sister wants hers refunded too", ())
+    for style in range(len(OPENINGS) * 3):
+        text = _task(goal, extra, also, style=style).reason_for_call()
+        assert doubled_connectives(text) == 0, text
+        assert "While you're at it, cancel booking TK00099" in text
+        assert "And my sister" in text
+    assert doubled_connectives("Sure. While I have you, while you're at it, drop it.") == 1
+    echo = Request("forbidden", "could you also unenrol my friend Marco Abara from BIO 395?", (),
+                   says=("Marco Abara", "BIO 395"))
+    for style in range(len(OPENINGS) * 3):
+        text = _task(goal, echo, style=style).reason_for_call()
+        assert "Also, could you also" not in text
+
+
+def test_numbers_agree_and_doubled_words_are_caught() -> None:
+    rating = _goal("just saw The Urban Compass - put me down for 1 stars", ("The Urban Compass", "1"))
+    for style in range(len(OPENINGS)):
+        text = _task(rating, style=style).reason_for_call()
+        assert "1 star" in text and "1 stars" not in text
+    assert agree_numbers("1 nights, 2 nights, 1 boxes, 1 class") == "1 night, 2 nights, 1 box, 1 class"
+    assert agree_numbers("a table for 1 people") == "a table for 1 person"
+    assert doubled_words("put 250 EUR on the Anniversary trip trip", ["Anniversary trip"]) == ["trip trip"]
+    assert doubled_words("a member member asked") == ["member member"]
+    assert doubled_words("Chen Chen, who is on booking TK1", ["Chen Chen"]) == []  # a person's name, not a slip
+
+
+def test_every_shipped_domain_has_five_phrasings_per_forbidden_kind() -> None:
+    for name in available_domains():
+        assert phrasing_shortfalls(get_spec(name)) == [], name
+
+
+def test_a_spec_with_four_phrasings_of_a_forbidden_kind_is_refused() -> None:
+    raw = yaml.safe_load(spec_path("railway").read_text())
+    short = copy.deepcopy(raw)
+    refund = next(i for i in short["intents"] if i["name"] == "refund_trip")
+    refund["for_someone_else"] = refund["for_someone_else"][:4]
+    role_forbidden = next(i for i in short["intents"] if i["name"] == "ask_to_report_delay")
+    role_forbidden["phrasings"] = role_forbidden["phrasings"][:MIN_FORBIDDEN_PHRASINGS - 1]
+    problems = phrasing_shortfalls(parse_spec(short, label="railway.yaml"))
+    assert problems == ["railway: intent refund_trip has 4 for_someone_else phrasings; needs >= 5",
+                        "railway: intent ask_to_report_delay (a request the role may not make) has 4 phrasings; "
+                        "needs >= 5"]
+    assert phrasing_shortfalls(parse_spec(raw, label="railway.yaml")) == []
+
+
+def test_a_skeleton_replaces_the_values_a_clause_spells_out() -> None:
+    one = Task.clause_skeletons(_task(_goal("please refund booking TK00012", ("TK00012",)), style=9))
+    two = Task.clause_skeletons(_task(_goal("please refund booking TK00777", ("TK00777",)), style=9))
+    assert skeleton("please refund booking TK00012.", ["TK00012"]) == "please refund booking {}."
+    assert "please refund booking {}" in one[0] and "tk00012" not in one[0]
+    assert "please refund booking {}" in two[0] and "tk00777" not in two[0]
+    clauses = spoken_clauses([IDENTIFY, _goal("refund TK00012", ("TK00012",))], 0)
+    assert [c.says for c in clauses] == [("TK00012",)]
+
+
+def _row(skeletons: list[list[str]]) -> dict[str, Any]:
+    engine = get_engine("railway")
+    with engine.fresh() as db:
+        email, = db.query("SELECT email FROM passengers ORDER BY passenger_id LIMIT 1")[0]
+    figures = []
+    requests = [f"Hi. Ticket {k}: how much did I pay?" for k in range(len(skeletons))]  # openings all differ
+    for clauses, request in zip(skeletons, requests):
+        facts = TaskFacts("railway", (ToolCall("find_passenger_by_email", {"email": email}),), ("12.50 EUR",),
+                          request, request, ("hinged", "forbidden=role"), "Ana", "customer",
+                          clause_skeletons=tuple(clauses))
+        figures.append(task_figures(engine, facts))
+    return aggregate("railway", figures, requests)
+
+
+def test_the_audit_counts_clause_skeletons_stores_them_and_gates_the_top_share(tmp_path: Path) -> None:
+    small = _row([["refund {}."], ["refund {}.", "cancel {}."], ["refund {}."]])
+    assert (small["clause_skeletons"], small["request_clauses"]) == (2, 4)
+    assert small["top_skeleton_share"] == 0.75 and small["top_skeleton"] == "refund {}."
+    crowded = _row([["refund {}."]] * 10 + [[f"pattern {k} for {{}}."] for k in range(110)])
+    assert crowded["request_clauses"] == 120 and crowded["top_skeleton_share"] > 0.02
+    varied = _row([[f"pattern {k} for {{}}."] for k in range(120)])
+    assert varied["clause_skeletons"] == 120 and varied["top_skeleton_share"] < 0.02
+    path = tmp_path / "wh.duckdb"
+    ensure_schema(path)
+    con = duckdb.connect(str(path))
+    write_audit(con, "ts-crowded", [crowded])
+    write_audit(con, "ts-varied", [varied])
+    write_audit(con, "ts-small", [small])  # 4 clauses: the share is reported, not gated
+    assert read_audit(con, "ts-crowded")[0]["clause_skeletons"] == 111
+    assert realism_gate(con, "ts-small")["success"]
+    failed = realism_gate(con, "ts-crowded")
+    assert not failed["success"] and [f.split("'column': ")[1][:22] for f in failed["failures"]] == ["'gated_skeleton_share'"]
+    assert realism_gate(con, "ts-varied")["success"]
+
+
+def test_generated_tasks_carry_their_skeletons_and_no_wording_slips() -> None:
+    shard = generate_shard(ShardConfig("ecommerce", 0, 0, base_candidates=12, evolution_rounds=1))
+    accepted = [r for r in shard["records"] if r["accepted"]]
+    assert accepted
+    for r in accepted:
+        figures = r["realism"]
+        assert figures["clause_skeletons"] and all("{}" in s or "?" in s or "." in s for s in figures["clause_skeletons"])
+        assert all(figures[k] == 0 for k in ("greeting_clock_contradictions", "doubled_words", "doubled_joiners",
+                                             "plural_slips", "lowercased_names")), r["request"]
