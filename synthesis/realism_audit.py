@@ -105,7 +105,35 @@ def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
         "persona": facts.persona,
         "opening": " ".join(WORD.findall(facts.request.lower())[:3]),
         "converted": bool(spec.intents),
+        **outcome_figures(spec, calls, facts.notes),
     }
+
+
+_QUESTIONS: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def question_intents(spec: DomainSpec) -> frozenset[str]:
+    """Intents that ask for information: none of their outcomes writes, and at least one says or reads something
+    (a request the role may not make has neither, and is a refusal). Memoised per spec."""
+    key = (spec.name, spec.spec_hash)
+    if key not in _QUESTIONS:
+        writes = {t.name for t in spec.tools if t.kind == "write"}
+        _QUESTIONS[key] = frozenset(i.name for i in spec.intents
+                                    if not any(c.tool in writes for o in i.outcomes for c in o.calls)
+                                    and any(o.calls or o.say for o in i.outcomes))
+    return _QUESTIONS[key]
+
+
+def outcome_figures(spec: DomainSpec, calls: tuple[ToolCall, ...] | list[ToolCall], notes: tuple[str, ...] | list[str]
+                    ) -> dict[str, bool]:
+    """``writes``: the gold makes at least one write call. ``refuses_all``: the gold writes nothing and every request
+    the user made was turned down: each is a forbidden request or a change the policy refused, none a question
+    that was answered. A task whose notes name no intent (an unconverted domain's) refuses nothing."""
+    writes = {t.name for t in spec.tools if t.kind == "write"}
+    wrote = any(c.name in writes for c in calls)
+    asked = [n[len("intent="):] for n in notes if n.startswith("intent=")]
+    answered = question_intents(spec) & set(asked)
+    return {"writes": wrote, "refuses_all": not wrote and bool(asked) and not answered}
 
 
 def publishable(figures: dict[str, Any]) -> tuple[bool, str]:
@@ -119,10 +147,12 @@ def publishable(figures: dict[str, Any]) -> tuple[bool, str]:
     return True, "ok"
 
 
+OUTCOME_COLUMNS = ("write_share", "refuse_all_share")  # outcome balance (issue 15), see ``outcome_figures``
 AUDIT_COLUMNS = ("domain", "converted", "tasks", "identified_share", "policy_hinged_share", "forbidden_share",
                  "staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
                  "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
-                 "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas")
+                 "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas",
+                 *OUTCOME_COLUMNS)
 
 
 def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -> dict[str, Any]:
@@ -147,7 +177,15 @@ def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -
         "top_opening_share": round(top_n / n, 4) if n else 0.0, "top_opening": top,
         "distinct_bigrams": len(bigrams),
         "distinct_personas": len({f["persona"] for f in figures if f["persona"]}),
+        **outcome_shares(figures),
     }
+
+
+def outcome_shares(figures: list[dict[str, Any]]) -> dict[str, float]:
+    """Share of tasks whose gold writes something, and of tasks that refuse everything that was asked."""
+    n = len(figures)
+    return {"write_share": round(sum(bool(f.get("writes")) for f in figures) / n, 4) if n else 0.0,
+            "refuse_all_share": round(sum(bool(f.get("refuses_all")) for f in figures) / n, 4) if n else 0.0}
 
 
 def _bigrams(text: str) -> list[tuple[str, str]]:

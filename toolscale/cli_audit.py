@@ -18,7 +18,8 @@ COLUMNS = (("tasks", "tasks", "{}"), ("identified", "identified_share", "{:.0%}"
            ("invar", "invariant_violations", "{}"), ("noop", "noop_writes", "{}"), ("empty", "empty_passes", "{}"),
            ("parrot", "parrot_passes", "{}"), ("short", "short_communicate", "{}"),
            ("in_req", "communicate_in_request", "{}"), ("open3", "top_opening_share", "{:.1%}"),
-           ("bigrams", "distinct_bigrams", "{}"), ("personas", "distinct_personas", "{}"))
+           ("bigrams", "distinct_bigrams", "{}"), ("personas", "distinct_personas", "{}"),
+           ("writes", "write_share", "{:.0%}"), ("refuse_all", "refuse_all_share", "{:.0%}"))
 
 
 def add_parsers(sub: Any) -> None:
@@ -53,7 +54,8 @@ def run_audit(args: argparse.Namespace) -> int:
     print(f"{'domain':<15}" + "".join(f"{h:>11}" for h, _, _ in COLUMNS))
     for r in rows:
         name = r["domain"] + (" *" if r["converted"] else "")
-        print(f"{name:<15}" + "".join(f"{fmt.format(r[key]):>11}" for _, key, fmt in COLUMNS))
+        print(f"{name:<15}" + "".join(f"{'-' if r.get(key) is None else fmt.format(r[key]):>11}"
+                                      for _, key, fmt in COLUMNS))
     return 0
 
 

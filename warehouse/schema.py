@@ -52,6 +52,7 @@ def ensure_schema(path: Path) -> None:
         # a column added after a warehouse was created (create_all adds tables, never columns)
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS source VARCHAR DEFAULT 'synthesised'")
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS verification_json VARCHAR")
+        audit_models.add_missing_columns(con)
         for name, sql in VIEWS.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     finally:
