@@ -19,7 +19,7 @@ from typing import Any
 from domains.engine import Database
 from domains.realism_spec import Intent
 from domains.spec import DomainSpec
-from synthesis.realism_audit import outcome_figures, question_intents
+from synthesis.realism_audit import WORD, outcome_figures, question_intents
 from synthesis.realistic import Realism
 from synthesis.requests import Request
 from synthesis.task import Task, style_for
@@ -37,6 +37,7 @@ FORBIDDEN_IN_BASE = 0.15  # share of bases that also carry a forbidden request; 
 # shard-wide target would be met by the first generation alone and overshot by the next (gate: 15% to 30% overall)
 FORBIDDEN_TARGET = 0.22
 FORBIDDEN_CAP = 0.28  # above this share, a parent whose new goal cannot be found is not given a forbidden request
+STYLE_DRAWS = 4  # speaking styles a child may draw before it keeps one that opens like its parent
 GOAL_TRIES = 4  # intents ``add_goal`` tries per goal kind before it moves on
 
 
@@ -261,9 +262,20 @@ def _person(realism: Realism, task: Task) -> tuple[str, dict[str, Any]] | None:
 
 
 def _child(parent: Task, requests: list[Request], operator: str, rng: random.Random) -> Task:
-    # a fresh speaking style: a child that opened like its parent would crowd the common openings
-    return Task(parent.domain, parent.seed, requests, style_for(rng), evolved_from=parent.task_id, operator=operator,
-                depth=parent.depth + 1, persona=parent.persona, user=parent.user, identify_tools=parent.identify_tools)
+    # a fresh speaking style, redrawn while the child would open with its parent's three words: a lineage that
+    # opens alike crowds the common openings (the parent and both its descendants are published)
+    opening = _opening(parent)
+    for _ in range(STYLE_DRAWS):
+        child = Task(parent.domain, parent.seed, requests, style_for(rng), evolved_from=parent.task_id,
+                     operator=operator, depth=parent.depth + 1, persona=parent.persona, user=parent.user,
+                     identify_tools=parent.identify_tools)
+        if _opening(child) != opening:
+            break
+    return child
+
+
+def _opening(task: Task) -> list[str]:
+    return WORD.findall(task.reason_for_call().lower())[:3]
 
 
 def add_goal(graph: ToolGraph, parent: Task, rng: random.Random, kinds: list[str] | None = None) -> Task | None:
@@ -297,7 +309,10 @@ def add_goal(graph: ToolGraph, parent: Task, rng: random.Random, kinds: list[str
                 if not rows:
                     continue
                 tried += 1
-                goal = realism.intent_request(db, intent, person, rng.choice(rows), rng, seen)
+                outcomes = sorted({str(r.get("outcome")) for r in rows})  # evenly: the rarer rules stay present
+                picked = rng.choice(outcomes)
+                row = rng.choice([r for r in rows if str(r.get("outcome")) == picked])
+                goal = realism.intent_request(db, intent, person, row, rng, seen)
                 if goal is not None:
                     return _child(parent, [*parent.requests, goal], "add_goal", rng)
         return None
