@@ -44,7 +44,7 @@ def test_the_wilson_bound_allows_for_the_sample_size() -> None:
     low, high = wilson_bounds(4 / 90, 90)  # 4 of 90 tasks share an opening: 4.4%
     assert low < 0.03 < 4 / 90 < high
     assert wilson_bounds(0.044, 900)[0] > 0.03  # the same share in ten times the tasks is a real skew
-    assert wilson_bounds(0.0, 50)[0] == 0.0 and wilson_bounds(1.0, 50)[1] == 1.0
+    assert wilson_bounds(0.0, 50)[0] == 0.0 and wilson_bounds(1.0, 50)[1] == pytest.approx(1.0)
     assert wilson_bounds(0.5, 0) == (0.0, 1.0)
     narrow, wide = wilson_bounds(0.3, 1000), wilson_bounds(0.3, 30)
     assert wide[0] < narrow[0] < 0.3 < narrow[1] < wide[1]
