@@ -15,7 +15,7 @@ from domains.registry import get_engine
 from synthesis import requests as rq
 from synthesis.evolve import evolve
 from synthesis.realism_audit import TaskFacts, publishable, task_figures
-from synthesis.realistic_tasks import OutcomeBalance, base_candidate, evolve_realistic, is_converted
+from synthesis.realistic_tasks import OutcomeBalance, base_candidate, evolve_realistic, is_converted, offered_kinds
 from synthesis.task import Task, style_for
 from synthesis.toolgraph import ToolGraph
 from verifiers.types import TaskReport
@@ -118,7 +118,7 @@ def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
     sampling_failures = 0
 
     # converted domains: each candidate is drawn after the previous one's verdict, steered by what was accepted
-    balance = OutcomeBalance(graph.spec) if is_converted(graph) else None
+    balance = OutcomeBalance(graph.spec, offered_kinds(graph)) if is_converted(graph) else None
 
     def admit(task: Task | None) -> Task | None:
         """Verify one sampled candidate and keep its record; the task if it was accepted."""
@@ -137,7 +137,8 @@ def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
     generation: list[Task] = []
     for _ in range(cfg.base_candidates):
         task = (_base_candidate(graph, rng, cfg.seed) if balance is None else
-                base_candidate(graph, rng, cfg.seed, balance.next_base_kinds(), balance.base_wants_forbidden()))
+                base_candidate(graph, rng, cfg.seed, balance.next_base_kinds(), balance.base_wants_forbidden(),
+                               balance.intent_draws))
         if (kept := admit(task)) is not None:
             generation.append(kept)
     for _ in range(cfg.evolution_rounds):

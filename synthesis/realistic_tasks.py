@@ -49,13 +49,18 @@ class OutcomeBalance:
     the mix lists them), so the shares hold for any acceptance rate and the same seed gives the same draws."""
 
     spec: DomainSpec
+    offered: frozenset[str] = frozenset(GOAL_KINDS)  # the goal kinds the domain's data offers at all
     tasks: Counter[int] = field(default_factory=Counter)  # accepted, by evolution depth
     forbidden: Counter[int] = field(default_factory=Counter)
     base_kinds: Counter[str] = field(default_factory=Counter)
+    intent_draws: Counter[str] = field(default_factory=Counter)  # bases' intents drawn: each comes in turn
     added_kinds: Counter[str] = field(default_factory=Counter)
 
     def next_base_kinds(self) -> list[str]:
-        return _by_deficit(BASE_MIX, self.base_kinds)
+        """Goal kinds for the next base, most wanted first. A kind the domain does not offer (railway asks no
+        questions) has its share spread over the others in proportion, so it does not inflate the refusals."""
+        mix = {k: w for k, w in BASE_MIX.items() if k in self.offered} or BASE_MIX
+        return _by_deficit({k: w / sum(mix.values()) for k, w in mix.items()}, self.base_kinds)
 
     def base_wants_forbidden(self) -> bool:
         return self.wants_forbidden(0, FORBIDDEN_IN_BASE)
@@ -96,6 +101,13 @@ class OutcomeBalance:
                 self.base_kinds[goal_kind(self.spec, goal)] += 1
         elif task.operator == "add_goal" and goal is not None and flags(self.spec, task)["writes"]:
             self.added_kinds[goal_kind(self.spec, goal)] += 1
+
+
+def offered_kinds(graph: ToolGraph) -> frozenset[str]:
+    """The goal kinds some role of the domain can be given on its seeded data."""
+    realism = realism_for(graph)
+    return frozenset(kind for role in realism.users.roles for intent in _goal_intents(realism, role.name)
+                     for kind in _pairs_by_kind(realism, intent))
 
 
 def _by_deficit(mix: dict[str, float], counts: Counter[str]) -> list[str]:
@@ -165,10 +177,11 @@ def _replayed(graph: ToolGraph, task: Task, seen: set[tuple[str, Any]] | None = 
 
 
 def base_candidate(graph: ToolGraph, rng: random.Random, seed: int, kinds: list[str] | None = None,
-                   with_forbidden: bool | None = None) -> Task | None:
+                   with_forbidden: bool | None = None, intent_draws: Counter[str] | None = None) -> Task | None:
     """One identified user with one goal. ``kinds``: goal kinds in order of preference (the first the role can
     have is drawn; default: one drawn by ``BASE_MIX``'s weights, then the rest); ``with_forbidden``: add a
-    forbidden request (default: with probability ``FORBIDDEN_IN_BASE``)."""
+    forbidden request (default: with probability ``FORBIDDEN_IN_BASE``); ``intent_draws``: how often each
+    intent was drawn so far (the least drawn is preferred, and the count updated; default: evenly at random)."""
     realism = realism_for(graph)
     roles = [r.name for r in realism.users.roles if _goal_intents(realism, r.name)]
     if not roles:
@@ -177,7 +190,7 @@ def base_candidate(graph: ToolGraph, rng: random.Random, seed: int, kinds: list[
     if kinds is None:
         first = rng.choices(list(BASE_MIX), weights=list(BASE_MIX.values()))[0]
         kinds = [first, *(k for k in BASE_MIX if k != first)]
-    drawn = _draw_goal(realism, role, kinds, rng)
+    drawn = _draw_goal(realism, role, kinds, rng, intent_draws)
     if drawn is None:
         return None
     intent, person, row = drawn
@@ -219,15 +232,21 @@ def _pairs_by_kind(realism: Realism, intent: Intent) -> dict[str, dict[str, Pair
     return held[intent.name]
 
 
-def _draw_goal(realism: Realism, role: str, kinds: list[str], rng: random.Random
-               ) -> tuple[Intent, dict[str, Any], dict[str, Any]] | None:
+def _draw_goal(realism: Realism, role: str, kinds: list[str], rng: random.Random,
+               intent_draws: Counter[str] | None = None) -> tuple[Intent, dict[str, Any], dict[str, Any]] | None:
     """(intent, user, candidate row) for the first of ``kinds`` the role has on the seeded data: an intent drawn
-    evenly among those with such an outcome, then the outcome evenly, then the row."""
+    among those with such an outcome (evenly, or among the least drawn so far), then the outcome evenly, then
+    the row."""
     for kind in kinds:
         offered = [(i, _pairs_by_kind(realism, i)[kind]) for i in _goal_intents(realism, role)
                    if _pairs_by_kind(realism, i).get(kind)]
+        if offered and intent_draws is not None:
+            fewest = min(intent_draws[i.name] for i, _ in offered)
+            offered = [(i, pairs) for i, pairs in offered if intent_draws[i.name] == fewest]
         if offered:
             intent, by_outcome = rng.choice(offered)
+            if intent_draws is not None:
+                intent_draws[intent.name] += 1
             person, row = rng.choice(by_outcome[rng.choice(sorted(by_outcome))])
             return intent, person, row
     return None
