@@ -27,11 +27,12 @@ from synthesis.toolgraph import ToolGraph
 
 WRITE, REFUSAL, ANSWER = "write", "refusal", "answer"  # what the gold does about one goal
 GOAL_KINDS = (WRITE, REFUSAL, ANSWER)
-# the goal kinds of a shard's bases; a refused base is the only way to a task that refuses everything
-BASE_MIX = {WRITE: 0.70, REFUSAL: 0.12, ANSWER: 0.18}
+# the goal kinds of a shard's bases; a refused base is the only way to a task that refuses everything. Not more
+# writes: evolution lifts the written share to ~80%, and a write gold has more calls and mutants to verify
+BASE_MIX = {WRITE: 0.62, REFUSAL: 0.12, ANSWER: 0.26}
 # the kind of the goal that ``add_goal`` adds to a parent that already writes: mixed tasks, where the agent does
 # one thing and refuses another, are where refusals are taught
-ADDED_GOAL_MIX = {WRITE: 0.4, REFUSAL: 0.4, ANSWER: 0.2}
+ADDED_GOAL_MIX = {WRITE: 0.3, REFUSAL: 0.4, ANSWER: 0.3}
 FORBIDDEN_IN_BASE = 0.15  # share of bases that also carry a forbidden request; evolution adds the rest
 # share of each evolved generation with a forbidden request. Per generation, since a child keeps its parent's: a
 # shard-wide target would be met by the first generation alone and overshot by the next (gate: 15% to 30% overall)
