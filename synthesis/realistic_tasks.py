@@ -64,9 +64,11 @@ class OutcomeBalance:
         return _by_deficit({k: w / sum(mix.values()) for k, w in mix.items()}, self.base_kinds)
 
     def base_wants_forbidden(self) -> bool:
+        """Whether the next base should carry a forbidden request (``FORBIDDEN_IN_BASE`` of the bases)."""
         return self.wants_forbidden(0, FORBIDDEN_IN_BASE)
 
     def wants_forbidden(self, depth: int, share: float = FORBIDDEN_TARGET) -> bool:
+        """Whether one more forbidden request at evolution ``depth`` keeps that generation within ``share``."""
         return self.forbidden[depth] < share * (self.tasks[depth] + 1)
 
     def goal_kinds_for(self, parent: Task) -> list[str]:
@@ -100,8 +102,14 @@ class OutcomeBalance:
         if task.evolved_from is None:
             if goal is not None:
                 self.base_kinds[goal_kind(self.spec, goal)] += 1
-        elif task.operator == "add_goal" and goal is not None and flags(self.spec, task)["writes"]:
+        elif task.operator == "add_goal" and goal is task.requests[-1] and _writes_before(self.spec, task):
             self.added_kinds[goal_kind(self.spec, goal)] += 1
+
+
+def _writes_before(spec: DomainSpec, task: Task) -> bool:
+    """Whether the task wrote something before its last request (its parent's gold, for an evolved task)."""
+    writes = {t.name for t in spec.tools if t.kind == "write"}
+    return any(c.name in writes for r in task.requests[:-1] for c in r.calls)
 
 
 def offered_kinds(graph: ToolGraph) -> frozenset[str]:
