@@ -4,7 +4,8 @@ prints, the warehouse stores and the quality gate reads).
 Per task: identification, policy-hinged decision, forbidden request, staff-only tools posed by a customer,
 internal ids named in the request, invariant violations in the gold end state, no-op gold writes, lazy
 agents that pass (empty and parrot, under this project's verifier and tau2's rule), and what must be said
-that is unspecific or already in the request.
+that is unspecific or already in the request; and the outcome balance (``outcome_figures``): whether the
+gold writes, and whether it refuses everything that was asked.
 """
 
 from __future__ import annotations
