@@ -15,7 +15,7 @@ from domains.registry import get_engine
 from synthesis import requests as rq
 from synthesis.evolve import evolve
 from synthesis.realism_audit import TaskFacts, publishable, task_figures
-from synthesis.realistic_tasks import base_candidate, evolve_realistic, is_converted
+from synthesis.realistic_tasks import OutcomeBalance, base_candidate, evolve_realistic, is_converted, offered_kinds
 from synthesis.task import Task, style_for
 from synthesis.toolgraph import ToolGraph
 from verifiers.types import TaskReport
@@ -118,24 +118,36 @@ def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
     records: list[dict[str, Any]] = []
     sampling_failures = 0
 
-    def admit(candidates: list[Task | None]) -> list[Task]:
-        """Verify every sampled candidate, keep all records, return the accepted tasks."""
-        nonlocal sampling_failures
-        accepted = []
-        for task in candidates:
-            if task is None:
-                sampling_failures += 1
-                continue
-            rec = record(task, cfg, cfg.kill_threshold, graph)
-            records.append(rec)
-            if rec["accepted"]:
-                accepted.append(task)
-        return accepted
+    # converted domains: each candidate is drawn after the previous one's verdict, steered by what was accepted
+    balance = OutcomeBalance(graph.spec, offered_kinds(graph)) if is_converted(graph) else None
 
-    generation = admit([_base_candidate(graph, rng, cfg.seed) for _ in range(cfg.base_candidates)])
+    def admit(task: Task | None) -> Task | None:
+        """Verify one sampled candidate and keep its record; the task if it was accepted."""
+        nonlocal sampling_failures
+        if task is None:
+            sampling_failures += 1
+            return None
+        rec = record(task, cfg, cfg.kill_threshold, graph)
+        records.append(rec)
+        if not rec["accepted"]:
+            return None
+        if balance is not None:
+            balance.accept(task)
+        return task
+
+    generation: list[Task] = []
+    for _ in range(cfg.base_candidates):
+        task = (_base_candidate(graph, rng, cfg.seed) if balance is None else
+                base_candidate(graph, rng, cfg.seed, balance.next_base_kinds(), balance.base_wants_forbidden(),
+                               balance.intent_draws))
+        if (kept := admit(task)) is not None:
+            generation.append(kept)
     for _ in range(cfg.evolution_rounds):
         parents = [p for p in generation if rng.random() < cfg.evolve_probability]
-        grow = evolve_realistic if is_converted(graph) else evolve
-        generation = admit([grow(graph, parent, rng) for parent in parents])
+        generation = []
+        for parent in parents:
+            child = evolve(graph, parent, rng) if balance is None else evolve_realistic(graph, parent, rng, balance)
+            if (kept := admit(child)) is not None:
+                generation.append(kept)
     return {"shard": asdict(cfg), "shard_id": cfg.shard_id, "records": records,
             "sampling_failures": sampling_failures, "seconds": round(time.perf_counter() - started, 3)}

@@ -4,7 +4,8 @@ prints, the warehouse stores and the quality gate reads).
 Per task: identification, policy-hinged decision, forbidden request, staff-only tools posed by a customer,
 internal ids named in the request, invariant violations in the gold end state, no-op gold writes, lazy
 agents that pass (empty and parrot, under this project's verifier and tau2's rule), and what must be said
-that is unspecific or already in the request.
+that is unspecific or already in the request; and the outcome balance (``outcome_figures``): whether the
+gold writes, and whether it refuses everything that was asked.
 """
 
 from __future__ import annotations
@@ -109,7 +110,35 @@ def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
         "opening": " ".join(WORD.findall(facts.request.lower())[:3]),
         **language_figures(facts, spec.now),
         "converted": bool(spec.intents),
+        **outcome_figures(spec, calls, facts.notes),
     }
+
+
+_QUESTIONS: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def question_intents(spec: DomainSpec) -> frozenset[str]:
+    """Intents that ask for information: none of their outcomes writes, and at least one says or reads something
+    (a request the role may not make has neither, and is a refusal). Memoised per spec."""
+    key = (spec.name, spec.spec_hash)
+    if key not in _QUESTIONS:
+        writes = {t.name for t in spec.tools if t.kind == "write"}
+        _QUESTIONS[key] = frozenset(i.name for i in spec.intents
+                                    if not any(c.tool in writes for o in i.outcomes for c in o.calls)
+                                    and any(o.calls or o.say for o in i.outcomes))
+    return _QUESTIONS[key]
+
+
+def outcome_figures(spec: DomainSpec, calls: tuple[ToolCall, ...] | list[ToolCall], notes: tuple[str, ...] | list[str]
+                    ) -> dict[str, bool]:
+    """``writes``: the gold makes at least one write call. ``refuses_all``: the gold writes nothing and every request
+    the user made was turned down: each is a forbidden request or a change the policy refused, none a question
+    that was answered. A task whose notes name no intent (an unconverted domain's) refuses nothing."""
+    writes = {t.name for t in spec.tools if t.kind == "write"}
+    wrote = any(c.name in writes for c in calls)
+    asked = [n[len("intent="):] for n in notes if n.startswith("intent=")]
+    answered = question_intents(spec) & set(asked)
+    return {"writes": wrote, "refuses_all": not wrote and bool(asked) and not answered}
 
 
 def publishable(figures: dict[str, Any]) -> tuple[bool, str]:
@@ -123,6 +152,7 @@ def publishable(figures: dict[str, Any]) -> tuple[bool, str]:
     return True, "ok"
 
 
+OUTCOME_COLUMNS = ("write_share", "refuse_all_share")  # outcome balance (issue 15), see ``outcome_figures``
 def language_figures(facts: TaskFacts, now: str | None) -> dict[str, Any]:
     """Slips in the request's wording (each must be 0) and its clause skeletons."""
     return {
@@ -141,7 +171,7 @@ AUDIT_COLUMNS = ("domain", "converted", "tasks", "identified_share", "policy_hin
                  "staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
                  "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
                  "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas", *LANGUAGE_SLIPS,
-                 "clause_skeletons", "request_clauses", "top_skeleton_share", "top_skeleton")
+                 "clause_skeletons", "request_clauses", "top_skeleton_share", "top_skeleton", *OUTCOME_COLUMNS)
 
 
 def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -> dict[str, Any]:
@@ -172,7 +202,15 @@ def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -
         **{k: sum(f.get(k, 0) for f in figures) for k in LANGUAGE_SLIPS},
         "clause_skeletons": len(skeletons), "request_clauses": clauses,
         "top_skeleton_share": round(top_skeleton_n / clauses, 4) if clauses else 0.0, "top_skeleton": top_skeleton,
+        **outcome_shares(figures),
     }
+
+
+def outcome_shares(figures: list[dict[str, Any]]) -> dict[str, float]:
+    """Share of tasks whose gold writes something, and of tasks that refuse everything that was asked."""
+    n = len(figures)
+    return {"write_share": round(sum(bool(f.get("writes")) for f in figures) / n, 4) if n else 0.0,
+            "refuse_all_share": round(sum(bool(f.get("refuses_all")) for f in figures) / n, 4) if n else 0.0}
 
 
 def _bigrams(text: str) -> list[tuple[str, str]]:

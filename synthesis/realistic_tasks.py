@@ -1,25 +1,150 @@
 """Sampling and evolving realistic tasks (domains whose spec declares users and intents).
 
-Base: one user, identified first, with one goal whose outcome the policy decides; outcomes are drawn evenly
-so refusals and the less common writes are as present as the usual one. Some bases, and the ``add_forbidden``
-operator, add a request the policy forbids. ``add_goal`` gives the same user a second goal about another
-row (never one the task itself created, so nothing is made and then undone).
+Base: one user, identified first, with one goal whose outcome the policy decides. The goal's kind (a write,
+a refused change, an answered question) is drawn towards ``BASE_MIX``; within a kind the outcome is drawn evenly,
+so the less common writes and every refusal rule stay present. Some bases, and the ``add_forbidden`` operator,
+add a request the policy forbids. ``add_goal`` gives the same user a second goal about another row (never one the
+task itself created, so nothing is made and then undone). ``OutcomeBalance`` steers a shard's draws so that its
+published tasks meet the outcome targets (docs/verification.md, "Balanced outcomes") whatever the acceptance rate.
 """
 
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+import weakref
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from domains.engine import Database
 from domains.realism_spec import Intent
+from domains.spec import DomainSpec
+from synthesis.realism_audit import WORD, outcome_figures, question_intents
 from synthesis.realistic import Realism
 from synthesis.requests import Request
 from synthesis.task import Task, style_for
 from synthesis.toolgraph import ToolGraph
 
-FORBIDDEN_IN_BASE = 0.3
+WRITE, REFUSAL, ANSWER = "write", "refusal", "answer"  # what the gold does about one goal
+GOAL_KINDS = (WRITE, REFUSAL, ANSWER)
+# the goal kinds of a shard's bases; a refused base is the only way to a task that refuses everything. Not more
+# writes: evolution lifts the written share to ~80%, and a write gold has more calls and mutants to verify
+BASE_MIX = {WRITE: 0.62, REFUSAL: 0.12, ANSWER: 0.26}
+# the kind of the goal that ``add_goal`` adds to a parent that already writes: mixed tasks, where the agent does
+# one thing and refuses another, are where refusals are taught
+ADDED_GOAL_MIX = {WRITE: 0.3, REFUSAL: 0.4, ANSWER: 0.3}
+FORBIDDEN_IN_BASE = 0.15  # share of bases that also carry a forbidden request; evolution adds the rest
+# share of each evolved generation with a forbidden request. Per generation, since a child keeps its parent's: a
+# shard-wide target would be met by the first generation alone and overshot by the next (gate: 15% to 30% overall)
+FORBIDDEN_TARGET = 0.22
+FORBIDDEN_CAP = 0.28  # above this share, a parent whose new goal cannot be found is not given a forbidden request
+STYLE_DRAWS = 4  # speaking styles a child may draw before it keeps one that opens like its parent
+GOAL_TRIES = 4  # intents ``add_goal`` tries per goal kind before it moves on
+
+
+@dataclass
+class OutcomeBalance:
+    """A shard's accepted tasks so far, and the draws that bring them towards the targets.
+
+    Deficit rule: the next draw is the kind furthest below its share of what has been accepted (ties in the order
+    the mix lists them), so the shares hold for any acceptance rate and the same seed gives the same draws."""
+
+    spec: DomainSpec
+    offered: frozenset[str] = frozenset(GOAL_KINDS)  # the goal kinds the domain's data offers at all
+    tasks: Counter[int] = field(default_factory=Counter)  # accepted, by evolution depth
+    forbidden: Counter[int] = field(default_factory=Counter)
+    base_kinds: Counter[str] = field(default_factory=Counter)
+    intent_draws: Counter[str] = field(default_factory=Counter)  # bases' intents drawn: each comes in turn
+    added_kinds: Counter[str] = field(default_factory=Counter)
+
+    def next_base_kinds(self) -> list[str]:
+        """Goal kinds for the next base, most wanted first. A kind the domain does not offer (railway asks no
+        questions) has its share spread over the others in proportion, so it does not inflate the refusals."""
+        mix = {k: w for k, w in BASE_MIX.items() if k in self.offered} or BASE_MIX
+        return _by_deficit({k: w / sum(mix.values()) for k, w in mix.items()}, self.base_kinds)
+
+    def base_wants_forbidden(self) -> bool:
+        """Whether the next base should carry a forbidden request (``FORBIDDEN_IN_BASE`` of the bases)."""
+        return self.wants_forbidden(0, FORBIDDEN_IN_BASE)
+
+    def wants_forbidden(self, depth: int, share: float = FORBIDDEN_TARGET) -> bool:
+        """Whether one more forbidden request at evolution ``depth`` keeps that generation within ``share``."""
+        return self.forbidden[depth] < share * (self.tasks[depth] + 1)
+
+    def goal_kinds_for(self, parent: Task) -> list[str]:
+        """Kinds for the goal ``add_goal`` adds: a write first where the parent writes nothing (so it neither refuses
+        everything nor lowers the write share), else by ``ADDED_GOAL_MIX``."""
+        parent_flags = flags(self.spec, parent)
+        if parent_flags["refuses_all"]:
+            return [WRITE, ANSWER]  # a second refusal would keep the task refusing everything
+        if not parent_flags["writes"]:
+            return [WRITE, ANSWER, REFUSAL]
+        return _by_deficit(ADDED_GOAL_MIX, self.added_kinds)
+
+    def operators_for(self, parent: Task) -> list[str]:
+        """Operators to try on ``parent``, in order: a forbidden request while the child's generation is below its
+        target, a new goal otherwise (and only that where the parent already has a forbidden request or refuses
+        everything)."""
+        if any(n.startswith("forbidden=") for n in parent.notes):
+            return ["add_goal"]
+        depth = parent.depth + 1
+        if flags(self.spec, parent)["refuses_all"]:
+            return ["add_goal"]  # a forbidden request would keep it refusing everything; a write is what it lacks
+        if self.wants_forbidden(depth):
+            return ["add_forbidden", "add_goal"]
+        return ["add_goal"] + (["add_forbidden"] if self.wants_forbidden(depth, FORBIDDEN_CAP) else [])
+
+    def accept(self, task: Task) -> None:
+        """Count one published task."""
+        self.tasks[task.depth] += 1
+        self.forbidden[task.depth] += any(n.startswith("forbidden=") for n in task.notes)
+        goal = next((r for r in reversed(task.requests) if r.kind == "intent"), None)
+        if task.evolved_from is None:
+            if goal is not None:
+                self.base_kinds[goal_kind(self.spec, goal)] += 1
+        elif task.operator == "add_goal" and goal is task.requests[-1] and _writes_before(self.spec, task):
+            self.added_kinds[goal_kind(self.spec, goal)] += 1
+
+
+def _writes_before(spec: DomainSpec, task: Task) -> bool:
+    """Whether the task wrote something before its last request (its parent's gold, for an evolved task)."""
+    writes = {t.name for t in spec.tools if t.kind == "write"}
+    return any(c.name in writes for r in task.requests[:-1] for c in r.calls)
+
+
+def offered_kinds(graph: ToolGraph) -> frozenset[str]:
+    """The goal kinds some role of the domain can be given on its seeded data."""
+    realism = realism_for(graph)
+    return frozenset(kind for role in realism.users.roles for intent in _goal_intents(realism, role.name)
+                     for kind in _pairs_by_kind(realism, intent))
+
+
+def _by_deficit(mix: dict[str, float], counts: Counter[str]) -> list[str]:
+    total = sum(counts.values()) + 1
+    order = list(mix)
+    return sorted(order, key=lambda k: (counts[k] - mix[k] * total, order.index(k)))
+
+
+def flags(spec: DomainSpec, task: Task) -> dict[str, bool]:
+    """The audit's outcome figures (``writes``, ``refuses_all``) of a task, as ``toolscale audit`` computes them."""
+    return outcome_figures(spec, task.gold_calls, task.notes)
+
+
+def goal_kind(spec: DomainSpec, goal: Request) -> str:
+    """What the gold does about one goal: a write, a refusal of a change, or an answer to a question."""
+    if any(n.startswith("intent=") and n[len("intent="):] in question_intents(spec) for n in goal.notes):
+        return ANSWER
+    writes = {t.name for t in spec.tools if t.kind == "write"}
+    return WRITE if any(c.name in writes for c in goal.calls) else REFUSAL
+
+
+def outcome_kind(spec: DomainSpec, intent: Intent, outcome_name: str) -> str:
+    """The kind of goal an intent's outcome makes (the same classes as ``goal_kind``)."""
+    if intent.name in question_intents(spec):
+        return ANSWER
+    writes = {t.name for t in spec.tools if t.kind == "write"}
+    outcome = intent.outcome(outcome_name)
+    return WRITE if outcome is not None and any(c.tool in writes for c in outcome.calls) else REFUSAL
 
 
 _REALISM: dict[int, tuple[Any, Realism]] = {}
@@ -60,19 +185,26 @@ def _replayed(graph: ToolGraph, task: Task, seen: set[tuple[str, Any]] | None = 
     return db
 
 
-def base_candidate(graph: ToolGraph, rng: random.Random, seed: int) -> Task | None:
+def base_candidate(graph: ToolGraph, rng: random.Random, seed: int, kinds: list[str] | None = None,
+                   with_forbidden: bool | None = None, intent_draws: Counter[str] | None = None) -> Task | None:
+    """One identified user with one goal. ``kinds``: goal kinds in order of preference (the first the role can
+    have is drawn; default: one drawn by ``BASE_MIX``'s weights, then the rest); ``with_forbidden``: add a
+    forbidden request (default: with probability ``FORBIDDEN_IN_BASE``); ``intent_draws``: how often each
+    intent was drawn so far (the least drawn is preferred, and the count updated; default: evenly at random)."""
     realism = realism_for(graph)
     roles = [r.name for r in realism.users.roles if _goal_intents(realism, r.name)]
     if not roles:
         return None
     role = rng.choice(roles)
-    intent = rng.choice(_goal_intents(realism, role))
-    by_outcome: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
-    for person, row in realism.pairs(intent):
-        by_outcome[str(row["outcome"])].append((person, row))
-    if not by_outcome:
+    if kinds is None:
+        first = rng.choices(list(BASE_MIX), weights=list(BASE_MIX.values()))[0]
+        kinds = [first, *(k for k in BASE_MIX if k != first)]
+    drawn = _draw_goal(realism, role, kinds, rng, intent_draws)
+    if drawn is None:
         return None
-    person, row = rng.choice(by_outcome[rng.choice(sorted(by_outcome))])
+    intent, person, row = drawn
+    if with_forbidden is None:
+        with_forbidden = rng.random() < FORBIDDEN_IN_BASE
     with graph.engine.fresh() as db:
         ident = realism.identification(role, person, rng)
         got = db.call(ident.calls[0].name, ident.calls[0].arguments) if ident else None
@@ -82,13 +214,51 @@ def base_candidate(graph: ToolGraph, rng: random.Random, seed: int) -> Task | No
         if goal is None:
             return None
         requests = [ident, goal]
-        if rng.random() < FORBIDDEN_IN_BASE:
+        if with_forbidden:
             extra = _forbidden(realism, db, person, role, rng)
             if extra is not None:
                 requests.append(extra)  # after the goal: forbidden phrasings read as an add-on
     r = realism.role(role)
     return Task(graph.spec.name, seed, requests, style_for(rng), persona=realism.persona(role, person, rng),
                 user=realism.user_key(role, person), identify_tools=tuple(i.tool for i in r.identify), now=graph.spec.now)
+
+
+Pairs = list[tuple[dict[str, Any], dict[str, Any]]]
+_BY_KIND: weakref.WeakKeyDictionary[Realism, dict[str, dict[str, dict[str, Pairs]]]] = weakref.WeakKeyDictionary()
+
+
+def _pairs_by_kind(realism: Realism, intent: Intent) -> dict[str, dict[str, Pairs]]:
+    """An intent's (user, row) pairs on the seeded data, by goal kind and outcome; kept per ``Realism``."""
+    held = _BY_KIND.setdefault(realism, {})
+    if intent.name not in held:
+        grouped: dict[str, dict[str, Pairs]] = defaultdict(lambda: defaultdict(list))
+        kinds = {o.name: outcome_kind(realism.spec, intent, o.name) for o in intent.outcomes}
+        for person, row in realism.pairs(intent):
+            name = str(row["outcome"])
+            if name in kinds:
+                grouped[kinds[name]][name].append((person, row))
+        held[intent.name] = {k: dict(v) for k, v in grouped.items()}
+    return held[intent.name]
+
+
+def _draw_goal(realism: Realism, role: str, kinds: list[str], rng: random.Random,
+               intent_draws: Counter[str] | None = None) -> tuple[Intent, dict[str, Any], dict[str, Any]] | None:
+    """(intent, user, candidate row) for the first of ``kinds`` the role has on the seeded data: an intent drawn
+    among those with such an outcome (evenly, or among the least drawn so far), then the outcome evenly, then
+    the row."""
+    for kind in kinds:
+        offered = [(i, _pairs_by_kind(realism, i)[kind]) for i in _goal_intents(realism, role)
+                   if _pairs_by_kind(realism, i).get(kind)]
+        if offered and intent_draws is not None:
+            fewest = min(intent_draws[i.name] for i, _ in offered)
+            offered = [(i, pairs) for i, pairs in offered if intent_draws[i.name] == fewest]
+        if offered:
+            intent, by_outcome = rng.choice(offered)
+            if intent_draws is not None:
+                intent_draws[intent.name] += 1
+            person, row = rng.choice(by_outcome[rng.choice(sorted(by_outcome))])
+            return intent, person, row
+    return None
 
 
 def _forbidden(realism: Realism, db: Database, person: dict[str, Any], role: str, rng: random.Random) -> Request | None:
@@ -120,14 +290,25 @@ def _person(realism: Realism, task: Task) -> tuple[str, dict[str, Any]] | None:
 
 
 def _child(parent: Task, requests: list[Request], operator: str, rng: random.Random) -> Task:
-    # a fresh speaking style: a child that opened like its parent would crowd the common openings
-    return Task(parent.domain, parent.seed, requests, style_for(rng), evolved_from=parent.task_id, operator=operator,
-                depth=parent.depth + 1, persona=parent.persona, user=parent.user, identify_tools=parent.identify_tools,
-                now=parent.now)
+    # a fresh speaking style, redrawn while the child would open with its parent's three words: a lineage that
+    # opens alike crowds the common openings (the parent and both its descendants are published)
+    opening = _opening(parent)
+    for _ in range(STYLE_DRAWS):
+        child = Task(parent.domain, parent.seed, requests, style_for(rng), evolved_from=parent.task_id,
+                     operator=operator, depth=parent.depth + 1, persona=parent.persona, user=parent.user,
+                     identify_tools=parent.identify_tools, now=parent.now)
+        if _opening(child) != opening:
+            break
+    return child
 
 
-def add_goal(graph: ToolGraph, parent: Task, rng: random.Random) -> Task | None:
-    """The same user wants one more thing, about a row the task has not created or changed."""
+def _opening(task: Task) -> list[str]:
+    return WORD.findall(task.reason_for_call().lower())[:3]
+
+
+def add_goal(graph: ToolGraph, parent: Task, rng: random.Random, kinds: list[str] | None = None) -> Task | None:
+    """The same user wants one more thing, about a row the task has not created or changed. ``kinds``: goal kinds in
+    order of preference (default: any); within a kind, up to ``GOAL_TRIES`` intents are tried."""
     realism = realism_for(graph)
     found = _person(realism, parent)
     if found is None:
@@ -142,14 +323,26 @@ def add_goal(graph: ToolGraph, parent: Task, rng: random.Random) -> Task | None:
     try:
         intents = [i for i in _goal_intents(realism, role) if f"intent={i.name}" not in done]
         rng.shuffle(intents)
-        for intent in intents[:4]:
-            rows = [r for r in realism.candidates(db, intent, person)
-                    if not touched & set(r.values()) and not realism.created_by_task(r)]
-            if not rows:
-                continue
-            goal = realism.intent_request(db, intent, person, rng.choice(rows), rng, seen)
-            if goal is not None:
-                return _child(parent, [*parent.requests, goal], "add_goal", rng)
+        open_rows: dict[str, list[dict[str, Any]]] = {}  # per intent, read once from the parent's end state
+        for wanted in ([None] if kinds is None else kinds):
+            tried = 0
+            for intent in intents:
+                if tried == GOAL_TRIES:
+                    break
+                if intent.name not in open_rows:
+                    open_rows[intent.name] = [r for r in realism.candidates(db, intent, person)
+                                              if not touched & set(r.values()) and not realism.created_by_task(r)]
+                rows = [r for r in open_rows[intent.name]
+                        if wanted is None or outcome_kind(realism.spec, intent, str(r.get("outcome"))) == wanted]
+                if not rows:
+                    continue
+                tried += 1
+                outcomes = sorted({str(r.get("outcome")) for r in rows})  # evenly: the rarer rules stay present
+                picked = rng.choice(outcomes)
+                row = rng.choice([r for r in rows if str(r.get("outcome")) == picked])
+                goal = realism.intent_request(db, intent, person, row, rng, seen)
+                if goal is not None:
+                    return _child(parent, [*parent.requests, goal], "add_goal", rng)
         return None
     finally:
         db.close()
@@ -174,13 +367,22 @@ def add_forbidden(graph: ToolGraph, parent: Task, rng: random.Random) -> Task | 
         db.close()
 
 
-def evolve_realistic(graph: ToolGraph, parent: Task, rng: random.Random) -> Task | None:
+def evolve_realistic(graph: ToolGraph, parent: Task, rng: random.Random,
+                     balance: OutcomeBalance | None = None) -> Task | None:
+    """One child of ``parent``: operators and goal kinds chosen by ``balance`` (a shard's), else in random order."""
     if parent.persona is None:
         return None
-    operators = [add_goal, add_forbidden]
-    rng.shuffle(operators)
-    for op in operators:
-        child = op(graph, parent, rng)
+    if balance is None:
+        operators = [add_goal, add_forbidden]
+        rng.shuffle(operators)
+        for op in operators:
+            child = op(graph, parent, rng)
+            if child is not None:
+                return child
+        return None
+    for name in balance.operators_for(parent):
+        child = (add_goal(graph, parent, rng, balance.goal_kinds_for(parent)) if name == "add_goal"
+                 else add_forbidden(graph, parent, rng))
         if child is not None:
             return child
     return None

@@ -6,6 +6,7 @@ and the gate read it back. Defined as a SQLModel model like the rest of the sche
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import duckdb
@@ -48,6 +49,21 @@ class SnapshotAudit(SQLModel, table=True):
     request_clauses: int
     top_skeleton_share: float = Field(sa_type=Double)
     top_skeleton: str
+    write_share: float = Field(sa_type=Double)  # share whose gold writes something (gate: at least 70%)
+    refuse_all_share: float = Field(sa_type=Double)  # share refusing everything asked (gate: at most 10%)
+
+
+# columns added after warehouses were created (``create_all`` adds tables, never columns): name -> DuckDB type
+ADDED_COLUMNS = {"greeting_clock_contradictions": "INTEGER", "doubled_words": "INTEGER",
+                 "doubled_joiners": "INTEGER", "plural_slips": "INTEGER", "lowercased_names": "INTEGER",
+                 "clause_skeletons": "INTEGER", "request_clauses": "INTEGER", "top_skeleton_share": "DOUBLE",
+                 "top_skeleton": "VARCHAR", "write_share": "DOUBLE", "refuse_all_share": "DOUBLE"}
+
+
+def add_missing_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """Bring an older warehouse's ``snapshot_audit`` up to the model (older snapshots' rows read NULL there)."""
+    for name, sql_type in ADDED_COLUMNS.items():
+        con.execute(f"ALTER TABLE snapshot_audit ADD COLUMN IF NOT EXISTS {name} {sql_type}")
 
 
 def audit_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -79,8 +95,10 @@ def read_audit(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> list[dict[st
     if not con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'snapshot_audit'").fetchone():
         return []
     frame = con.execute("SELECT * FROM snapshot_audit WHERE snapshot_id = ? ORDER BY domain", [snapshot_id]).df()
-    return [{c: _plain(row[c]) for c in AUDIT_COLUMNS if c in row} for _, row in frame.iterrows()]
+    # a figure added after the snapshot was written (or a file never migrated) reads as None
+    return [{c: _plain(row.get(c)) for c in AUDIT_COLUMNS} for _, row in frame.iterrows()]
 
 
 def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
+    value = value.item() if hasattr(value, "item") else value
+    return None if isinstance(value, float) and math.isnan(value) else value

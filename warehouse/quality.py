@@ -4,12 +4,14 @@ Runs on DataFrames read back from the snapshot being built: unique task ids, at 
 task, every verdict passing, kill rates within [0, 1] and at or above the threshold, required fields
 present, and every domain at or above its requested count. Realism (``realism_expectations``): the
 ``snapshot_audit`` rows of converted domains (specs with users and intents); other domains' rows are stored
-and reported but not gated, so a snapshot of unconverted domains publishes as before.
+and reported but not gated, so a snapshot of unconverted domains publishes as before. Share figures
+(``SHARE_GATES``) are judged with a one-sided Wilson bound that allows for each domain's sample size.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from functools import cache
 from typing import Any
 
@@ -51,33 +53,71 @@ def _suites(kill_threshold: float) -> dict[str, list[Any]]:
     }
 
 
-MAX_TOP_SKELETON_SHARE = 0.02  # the most common request-clause skeleton (a plain threshold for now)
-MIN_CLAUSES_FOR_SKELETON_SHARE = 100  # below this two equal clauses are already over 2%: the share says nothing
-MIN_TASKS_FOR_OPENING_SHARE = 100  # below this one task is already >1%: the share says nothing
+# One-sided 95% confidence (z of the standard normal). A share threshold fails only when the Wilson bound on the
+# domain's sample lies beyond it: 4 of 90 tasks (4.4%) pass a 3% ceiling (lower bound 2.0%); 450 tasks at 5% fail
+# it (lower bound 3.6%).
+CONFIDENCE_Z = 1.645
+# share column -> (least, most): the realism and outcome-balance targets, each judged with the bound above
+SHARE_GATES: dict[str, tuple[float | None, float | None]] = {
+    "policy_hinged_share": (0.20, None),
+    "forbidden_share": (0.15, 0.30),
+    "write_share": (0.70, None),
+    "refuse_all_share": (None, 0.10),
+    "top_opening_share": (None, 0.03),
+    "top_skeleton_share": (None, 0.02),  # judged over request clauses, not tasks
+}
+# the sample a share is counted over, where it is not the domain's tasks
+SHARE_SAMPLE = {"top_skeleton_share": "request_clauses"}
+# A "top" share is the largest of many categories' shares, which a small sample biases upwards (in 12 clauses one
+# repeat is already 17%): such shares are judged, with the same bound, only from this sample size on.
+MIN_SAMPLE_FOR_TOP_SHARE = 100
+
+
+def wilson_bounds(share: float, tasks: int, z: float = CONFIDENCE_Z) -> tuple[float, float]:
+    """The Wilson score interval (lower, upper) for a share observed in ``tasks`` tasks; each end is a one-sided
+    bound at the confidence ``z`` stands for. No tasks: (0, 1), nothing is known.
+
+    >>> [round(b, 3) for b in wilson_bounds(0.04, 100)]
+    [0.018, 0.086]
+    """
+    if tasks <= 0:
+        return 0.0, 1.0
+    p = min(max(share, 0.0), 1.0)
+    denominator = 1 + z * z / tasks
+    centre = (p + z * z / (2 * tasks)) / denominator
+    spread = z * math.sqrt(p * (1 - p) / tasks + z * z / (4 * tasks * tasks)) / denominator
+    return max(0.0, centre - spread), min(1.0, centre + spread)
 
 
 def realism_expectations() -> list[Any]:
-    """Issue 7's gate, on one ``snapshot_audit`` row per converted domain."""
+    """Issue 7's gate, on one ``snapshot_audit`` row per converted domain; shares through their Wilson bounds
+    (``realism_frame`` adds the ``<share>_upper`` / ``<share>_lower`` columns these read)."""
     e = _gx().expectations
     zero = ("staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
-            "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request", *LANGUAGE_SLIPS)
+            "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
+            *LANGUAGE_SLIPS)
+    shares = []
+    for column, (least, most) in SHARE_GATES.items():
+        if least is not None:  # fails when even the upper bound is below the least share
+            shares.append(e.ExpectColumnValuesToBeBetween(column=f"{column}_upper", min_value=least))
+        if most is not None:  # fails when even the lower bound is above the most
+            shares.append(e.ExpectColumnValuesToBeBetween(column=f"{column}_lower", max_value=most))
     return [
         *[e.ExpectColumnValuesToBeBetween(column=c, min_value=0, max_value=0) for c in zero],
         e.ExpectColumnValuesToBeBetween(column="identified_share", min_value=1.0),
-        e.ExpectColumnValuesToBeBetween(column="policy_hinged_share", min_value=0.2),
-        e.ExpectColumnValuesToBeBetween(column="forbidden_share", min_value=0.1),
-        e.ExpectColumnValuesToBeBetween(column="gated_opening_share", max_value=0.03),
-        e.ExpectColumnValuesToBeBetween(column="gated_skeleton_share", max_value=MAX_TOP_SKELETON_SHARE),
+        *shares,
     ]
 
 
 def realism_frame(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> pd.DataFrame:
-    """The audit rows the gate judges: converted domains only."""
+    """The audit rows the gate judges (converted domains only), with the Wilson bounds of each gated share."""
     frame = con.execute("SELECT * FROM snapshot_audit WHERE snapshot_id = ? AND converted", [snapshot_id]).df()
-    frame["gated_opening_share"] = [share if n >= MIN_TASKS_FOR_OPENING_SHARE else 0.0
-                                    for share, n in zip(frame["top_opening_share"], frame["tasks"])]
-    frame["gated_skeleton_share"] = [share if n is not None and n >= MIN_CLAUSES_FOR_SKELETON_SHARE else 0.0
-                                     for share, n in zip(frame["top_skeleton_share"], frame["request_clauses"])]
+    for column in SHARE_GATES:
+        sample = frame[SHARE_SAMPLE.get(column, "tasks")].fillna(0)
+        bounds = [(0.0, 1.0) if column.startswith("top_") and n < MIN_SAMPLE_FOR_TOP_SHARE
+                  else wilson_bounds(float(share), int(n)) for share, n in zip(frame[column].fillna(0.0), sample)]
+        frame[f"{column}_lower"] = [lower for lower, _ in bounds]
+        frame[f"{column}_upper"] = [upper for _, upper in bounds]
     return frame
 
 
@@ -127,5 +167,17 @@ def _validate(data: dict[str, pd.DataFrame], suites: dict[str, list[Any]]) -> di
             evaluated += 1
             if not r.success:
                 cfg = r.expectation_config
-                failures.append(f"{name}: {cfg.type} {dict(cfg.kwargs)} unexpected={r.result.get('unexpected_count')}")
+                failures.append(f"{name}: {cfg.type} {dict(cfg.kwargs)} unexpected={r.result.get('unexpected_count')}"
+                                + _offending_domains(frame, dict(cfg.kwargs)))
     return {"success": not failures, "failures": failures, "evaluated": evaluated}
+
+
+def _offending_domains(frame: pd.DataFrame, kwargs: dict[str, Any]) -> str:
+    """' (domains: a=0.61, b=0.64)' for a failed range on a per-domain frame; '' where that does not apply."""
+    column = kwargs.get("column")
+    if "domain" not in frame or column not in frame or not ({"min_value", "max_value"} & set(kwargs)):
+        return ""
+    low, high = kwargs.get("min_value"), kwargs.get("max_value")
+    bad = [f"{d}={v:.4g}" for d, v in zip(frame["domain"], frame[column])
+           if pd.notna(v) and ((low is not None and v < low) or (high is not None and v > high))]
+    return f" (domains: {', '.join(bad)})" if bad else ""

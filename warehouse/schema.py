@@ -40,12 +40,6 @@ VIEWS = {
 
 
 # snapshot_audit figures added after the table first shipped (issue 15: wording)
-AUDIT_COLUMNS_ADDED = (("greeting_clock_contradictions", "INTEGER"), ("doubled_words", "INTEGER"),
-                       ("doubled_joiners", "INTEGER"), ("plural_slips", "INTEGER"), ("lowercased_names", "INTEGER"),
-                       ("clause_skeletons", "INTEGER"), ("request_clauses", "INTEGER"),
-                       ("top_skeleton_share", "DOUBLE"), ("top_skeleton", "VARCHAR"))
-
-
 def ensure_schema(path: Path) -> None:
     """Create missing tables through SQLModel, then (re)create the views with DuckDB."""
     # URL.create, not an f-string URL: a path holding '?', '#' or '%' would be parsed as a query or escape
@@ -59,8 +53,7 @@ def ensure_schema(path: Path) -> None:
         # a column added after a warehouse was created (create_all adds tables, never columns)
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS source VARCHAR DEFAULT 'synthesised'")
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS verification_json VARCHAR")
-        for column, kind in AUDIT_COLUMNS_ADDED:
-            con.execute(f"ALTER TABLE snapshot_audit ADD COLUMN IF NOT EXISTS {column} {kind}")
+        audit_models.add_missing_columns(con)
         for name, sql in VIEWS.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     finally:

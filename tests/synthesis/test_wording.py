@@ -158,12 +158,16 @@ def test_the_audit_counts_clause_skeletons_stores_them_and_gates_the_top_share(t
     con = duckdb.connect(str(path))
     write_audit(con, "ts-crowded", [crowded])
     write_audit(con, "ts-varied", [varied])
-    write_audit(con, "ts-small", [small])  # 4 clauses: the share is reported, not gated
+    write_audit(con, "ts-small", [small])
     assert read_audit(con, "ts-crowded")[0]["clause_skeletons"] == 111
-    assert realism_gate(con, "ts-small")["success"]
-    failed = realism_gate(con, "ts-crowded")
-    assert not failed["success"] and [f.split("'column': ")[1][:22] for f in failed["failures"]] == ["'gated_skeleton_share'"]
-    assert realism_gate(con, "ts-varied")["success"]
+
+    def skeleton_failures(sid: str) -> list[str]:  # the fixture's other shares (all forbidden) fail on their own
+        return [f for f in realism_gate(con, sid)["failures"] if "top_skeleton_share" in f]
+
+    # judged by the Wilson bound over clauses: 10 of 120 alike is too many, 1 of 120 is not; 4 clauses are too few
+    # for a top share to say anything
+    assert skeleton_failures("ts-crowded") and not skeleton_failures("ts-varied")
+    assert not skeleton_failures("ts-small")
 
 
 def test_generated_tasks_carry_their_skeletons_and_no_wording_slips() -> None:

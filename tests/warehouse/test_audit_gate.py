@@ -37,7 +37,10 @@ def _identify_only_row(engine: DomainEngine) -> dict[str, Any]:
                       "Hi. How much did I pay?", "Hi. How much did I pay?", ("hinged", "forbidden=role"), "Ana",
                       "customer", None, ())
     figures = task_figures(engine, facts)
-    return aggregate("railway", [figures] * 3, [facts.request] * 3)
+    row = aggregate("railway", [figures] * 3, [facts.request] * 3)
+    # the shares of a healthy domain of 100 tasks: this row is about invariants, not about the share gates
+    return {**row, "tasks": 100, "forbidden_share": 0.22, "write_share": 0.85, "refuse_all_share": 0.04,
+            "top_opening_share": 0.02}
 
 
 def test_a_violating_seeded_row_is_rejected_by_the_gate(tmp_path: Path) -> None:
