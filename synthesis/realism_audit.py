@@ -105,7 +105,15 @@ def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
         "persona": facts.persona,
         "opening": " ".join(WORD.findall(facts.request.lower())[:3]),
         "converted": bool(spec.intents),
+        "unwritten_rule_decisions": unwritten_rule_decisions(spec, facts.notes),
     }
+
+
+def unwritten_rule_decisions(spec: DomainSpec, notes: tuple[str, ...]) -> int:
+    """Decisions (one ``intent=`` note per decided or refused request) that cite no rule the policy writes."""
+    decisions = sum(n.startswith("intent=") for n in notes)
+    written = sum(n.startswith("rule=") and spec.rule(n[5:]) is not None for n in notes)
+    return max(decisions - written, 0)
 
 
 def publishable(figures: dict[str, Any]) -> tuple[bool, str]:
@@ -123,6 +131,7 @@ AUDIT_COLUMNS = ("domain", "converted", "tasks", "identified_share", "policy_hin
                  "staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
                  "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
                  "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas")
+AUDIT_COLUMNS += ("unwritten_rule_decisions",)  # decisions whose rule the written policy does not state
 
 
 def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -> dict[str, Any]:
@@ -147,6 +156,7 @@ def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -
         "top_opening_share": round(top_n / n, 4) if n else 0.0, "top_opening": top,
         "distinct_bigrams": len(bigrams),
         "distinct_personas": len({f["persona"] for f in figures if f["persona"]}),
+        "unwritten_rule_decisions": sum(f.get("unwritten_rule_decisions", 0) for f in figures),
     }
 
 

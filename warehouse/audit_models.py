@@ -37,6 +37,7 @@ class SnapshotAudit(SQLModel, table=True):
     top_opening: str
     distinct_bigrams: int
     distinct_personas: int
+    unwritten_rule_decisions: int = 0  # decisions citing no rule of the written policy; the gate wants 0
 
 
 def audit_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

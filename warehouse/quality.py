@@ -57,6 +57,7 @@ def realism_expectations() -> list[Any]:
     e = _gx().expectations
     zero = ("staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
             "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request")
+    zero += ("unwritten_rule_decisions",)  # every decision cites a rule the policy writes
     return [
         *[e.ExpectColumnValuesToBeBetween(column=c, min_value=0, max_value=0) for c in zero],
         e.ExpectColumnValuesToBeBetween(column="identified_share", min_value=1.0),
