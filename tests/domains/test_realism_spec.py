@@ -8,12 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
-from domains.policy import AGENT_RULES_HEADING, rule_line
 import yaml
 
 from domains.engine import DomainEngine
 from domains.invariants import violation_counts
+from domains.policy import AGENT_RULES_HEADING, rule_line
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec, spec_path
 from domains.spec import SpecError, parse_spec
 
