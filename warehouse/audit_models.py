@@ -69,7 +69,8 @@ def read_audit(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> list[dict[st
     if not con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'snapshot_audit'").fetchone():
         return []
     frame = con.execute("SELECT * FROM snapshot_audit WHERE snapshot_id = ? ORDER BY domain", [snapshot_id]).df()
-    return [{c: _plain(row[c]) for c in AUDIT_COLUMNS} for _, row in frame.iterrows()]
+    # a figure added after a snapshot was audited reads as 0 (a read-only reader cannot add the column)
+    return [{c: _plain(row[c]) if c in row else 0 for c in AUDIT_COLUMNS} for _, row in frame.iterrows()]
 
 
 def _plain(value: Any) -> Any:
