@@ -4,8 +4,10 @@
 Loads the spec, materialises seed 0, runs every tool example and prints what falls short: fewer than 4
 FK-linked tables, fewer than 6 write tools, a write tool without a precondition, a tool without both a
 passing and a failing example, an example that does not behave as declared, a failing call that changed
-the database, or a forbidden request kind (``for_someone_else``, an intent the role may not ask) with fewer than
-5 phrasings. Exit status 1 when anything falls short, 2 for a usage error (no argument, nothing found).
+the database, a forbidden request kind (``for_someone_else``, an intent the role may not ask) with fewer than
+5 phrasings, a precondition's rule without an example call, or a rule example that does not behave as its
+``checked_by`` says (a call breaking a tool-checked rule must fail, one breaking an agent-applied rule succeed).
+Exit status 1 when anything falls short, 2 for a usage error (no argument, nothing found).
 """
 
 from __future__ import annotations
@@ -79,7 +81,29 @@ def shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
             if result.ok and tool.kind == "write" and not result.writes:
                 out.append(f"tool {tool.name} example {k}: a write call that wrote no row")
             db.close()
+    return out + rule_shortfalls(spec, engine)
+
+
+def rule_shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
+    """Each rule's example breaks it on seed 0: it fails when the tools check the rule and succeeds when only the
+    agent applies it (a rule whose breach is something said, or which no seeded row can break, has none)."""
+    out = []
+    for rule in spec.rules:
+        if rule.example is None:
+            continue
+        with engine.fresh() as db:
+            result = db.call(rule.example.tool, rule.example.arguments)
+        if rule.checked_by == "tool" and result.ok:
+            out.append(f"rule {rule.id} (checked_by: tool): its example {rule.example.tool} succeeded")
+        if rule.checked_by == "agent" and not result.ok:
+            out.append(f"rule {rule.id} (checked_by: agent): its example {rule.example.tool} failed: {result.error}")
     return out
+
+
+def unexampled_rules(spec: DomainSpec) -> list[str]:
+    """Ids of rules a precondition checks that declare no example call (reported, not a shortfall)."""
+    linked = {p.rule for t in spec.tools for p in t.preconditions if p.rule}
+    return [r.id for r in spec.rules if r.id in linked and r.example is None]
 
 
 def resolve(arg: str) -> Path:
@@ -136,11 +160,14 @@ def main(argv: list[str] | None = None) -> int:
             status = 1
             continue
         problems = shortfalls(spec, engine)
+        bare = unexampled_rules(spec)
         writes = sum(t.kind == "write" for t in spec.tools)
         print(f"{'FAIL' if problems else 'OK  '} {spec.name}: {len(spec.tables)} tables, "
               f"{seeded_rows(spec, engine)} rows, {len(spec.tools)} tools ({writes} write)")
         for p in problems:
             print(f"  - {p}")
+        if bare:
+            print(f"  note: rules a precondition checks with no example call on seed 0: {', '.join(bare)}")
         status = max(status, int(bool(problems)))
     return status
 

@@ -1,4 +1,4 @@
-"""The realism sections of a domain spec (users, invariants, intents): typed objects and their semantic checks.
+"""The realism sections of a domain spec (users, rules, invariants, intents): typed objects and their semantic checks.
 
 Kept apart from ``domains/spec.py`` so the core loader stays small; ``spec.py`` builds these objects and
 appends their problems to its own, in the same ``path: message`` form.
@@ -84,6 +84,30 @@ class Invariant:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """A written rule that decides outcomes: ``checked_by`` says whether a call that breaks it fails ("tool") or
+    goes through, so that the agent must apply it ("agent"). ``example``: a call on seed 0 that breaks it."""
+
+    id: str
+    text: str
+    checked_by: str
+    example: CallTemplate | None = None
+
+
+# rules every domain with users states (domains/policy.py renders them); a spec may not redeclare their ids
+ACT_FOR_USER = Rule("act_for_identified_user",
+                    "Act only for the identified user: never read out, change or cancel another person's records.",
+                    "agent")
+ROLE_LIMITS = Rule("role_may_not_ask",
+                   "Refuse any request the user's role may not make, even where a tool would carry it out.", "agent")
+NO_UNASKED_ALTERNATIVE = Rule(
+    "no_unasked_alternative",
+    "When a rule stops a request, say which rule and why; do not propose or make a different change the user did "
+    "not ask for (a smaller amount, another seat, another date): the user may ask for one.", "agent")
+BUILTIN_RULES = (ACT_FOR_USER, ROLE_LIMITS, NO_UNASKED_ALTERNATIVE)
+
+
+@dataclass(frozen=True)
 class Outcome:
     name: str
     calls: tuple[CallTemplate, ...]
@@ -140,6 +164,11 @@ def build_users(raw: dict[str, Any] | None) -> Users | None:
                  held=tuple(raw.get("held", ())))
 
 
+def build_rules(raw: list[dict[str, Any]] | None) -> tuple[Rule, ...]:
+    return tuple(Rule(r["id"], " ".join(r["text"].split()), r["checked_by"],
+                      _call(r["example"]) if "example" in r else None) for r in raw or ())
+
+
 def build_invariants(raw: list[dict[str, Any]] | None) -> tuple[Invariant, ...]:
     return tuple(Invariant(i["name"], i["table"], i["sql"], i["rule"].strip(), tuple(i.get("resample", ())))
                  for i in raw or ())
@@ -193,11 +222,57 @@ def realism_problems(spec: DomainSpec, db: sqlite3.Connection) -> list[str]:
         problem = _compile(db, inv.sql, {"now": spec.now})
         if problem:
             out.append(f"{where}.sql: {problem}")
+    out += _rules_problems(spec, tools)
     names = [i.name for i in spec.intents]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         out.append(f"intents: duplicate intent name {dup!r}")
     for k, intent in enumerate(spec.intents):
         out += [f"intents[{k}]{m}" for m in _intent_problems(spec, intent, tools, db)]
+    return out
+
+
+def _rules_problems(spec: DomainSpec, tools: dict[str, Any]) -> list[str]:
+    """Ids are unique and known, every decision names a rule, and ``checked_by`` agrees with the tools."""
+    out: list[str] = []
+    builtin = {r.id for r in BUILTIN_RULES}
+    seen: set[str] = set()
+    for k, rule in enumerate(spec.rules):
+        if rule.id in builtin:
+            out.append(f"rules[{k}].id: {rule.id!r} is a rule every domain states already; choose another id")
+        if rule.id in seen:
+            out.append(f"rules[{k}].id: rule {rule.id!r} is declared twice")
+        seen.add(rule.id)
+        if rule.example is not None:
+            tool = tools.get(rule.example.tool)
+            if tool is None:
+                out.append(f"rules[{k}].example.tool: unknown tool {rule.example.tool!r}")
+            else:
+                out += [f"rules[{k}].example.arguments.{p}: not a parameter of {tool.name}"
+                        for p in rule.example.arguments if p not in tool.param_names]
+    known = {r.id: r for r in (*spec.rules, *BUILTIN_RULES)}
+    for i, tool in enumerate(spec.tools):
+        for k, pre in enumerate(tool.preconditions):
+            where = f"tools[{i}].preconditions[{k}].rule"
+            if not pre.rule:
+                if pre.enforced_by == "policy":
+                    out.append(f"{where}: a policy-only precondition needs the id of the rule it checks "
+                               f"(declare the rule under rules: with checked_by: agent)")
+                continue
+            rule = known.get(pre.rule)
+            if rule is None:
+                out.append(f"{where}: unknown rule {pre.rule!r}; declare it under rules:")
+            elif pre.enforced_by == "policy" and rule.checked_by != "agent":
+                out.append(f"{where}: the tool lets this precondition through (enforced_by: policy), so rule "
+                           f"{rule.id!r} must say checked_by: agent")
+            elif pre.enforced_by == "tool" and rule.checked_by != "tool":
+                out.append(f"{where}: the tool checks this precondition, so rule {rule.id!r} must say checked_by: tool")
+    for k, intent in enumerate(spec.intents):
+        for outcome in intent.outcomes:
+            where = f"intents[{k}].outcomes.{outcome.name}.rule"
+            if not outcome.rule:
+                out.append(f"{where}: every outcome is a decision and needs the id of the written rule behind it")
+            elif outcome.rule not in known:
+                out.append(f"{where}: unknown rule {outcome.rule!r}; declare it under rules:")
     return out
 
 

@@ -23,8 +23,8 @@ from domains.geography import install_geography_function
 from domains.safeyaml import MAX_SPEC_BYTES, YamlLimitError, load_yaml
 from domains.sqlguard import EFFECT, READ, StatementGuard, StatementRefused
 
-from domains.realism_spec import (Intent, Invariant, Users, build_intents, build_invariants, build_users,
-                                  realism_problems)
+from domains.realism_spec import (Intent, Invariant, Rule, Users, build_intents, build_invariants, build_rules,
+                                  build_users, realism_problems)
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "domain.schema.json"
 SQL_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
@@ -73,7 +73,7 @@ class Precondition:
     error: str
     expect: str = "exists"
     enforced_by: str = "tool"  # "policy": the tool lets it through; only the agent (and the state check) enforces it
-    rule: str = ""
+    rule: str = ""  # the id of the rules: entry this precondition checks
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ class DomainSpec:
     users: Users | None = None
     invariants: tuple[Invariant, ...] = ()
     intents: tuple[Intent, ...] = ()
+    rules: tuple[Rule, ...] = ()  # the spec's own rules; ``all_rules`` adds those every domain with users states
     default: bool = True  # part of a plain ``toolscale regenerate``; false for imported (external) domains
     sources: dict[str, Source] = field(default_factory=dict)
     imported_tasks: str | None = None  # a source holding tasks in tau2's Task format (see interop/tau2_tasks.py)
@@ -129,6 +130,16 @@ class DomainSpec:
     def external(self) -> bool:
         """Whether some table is seeded from external data (which may be absent on this machine)."""
         return any(t.source is not None for t in self.tables)
+
+    @property
+    def all_rules(self) -> tuple[Rule, ...]:
+        """Every written rule the policy states: the spec's, then the built-in ones (when it declares users)."""
+        from domains.realism_spec import BUILTIN_RULES
+
+        return self.rules + (BUILTIN_RULES if self.users is not None else ())
+
+    def rule(self, rule_id: str) -> Rule | None:
+        return next((r for r in self.all_rules if r.id == rule_id), None)
 
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
@@ -258,8 +269,10 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
     from domains.policy import policy_text  # local: policy reads this module's types
 
     users = build_users(raw.get("users"))
+    rules = build_rules(raw.get("rules"))
     return DomainSpec(name=raw["domain"], description=raw["description"].strip(), now=raw["now"],
-                      policy=policy_text(raw.get("policy", "").strip(), raw["now"], users, tools),
+                      policy=policy_text(raw.get("policy", "").strip(), raw["now"], users, rules),
+                      rules=rules,
                       tables=tuple(tables), tools=tuple(tools),
                       utterances={k: tuple(v) for k, v in raw["utterances"].items()}, path=label,
                       spec_hash=spec_hash, users=users, invariants=build_invariants(raw.get("invariants")),
@@ -333,11 +346,6 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
                     problems.append(f"utterances.{name}[{k}]: slot {{{slot}}} is not a parameter of {name}")
     problems += _seed_sql_problems(spec, guard)
     problems += realism_problems(spec, db)
-    for i, tool in enumerate(spec.tools):
-        for k, p in enumerate(tool.preconditions):
-            if p.enforced_by == "policy" and not p.rule:
-                problems.append(f"tools[{i}].preconditions[{k}].rule: a policy-only rule needs the policy "
-                                f"sentence that states it")
     return problems
 
 

@@ -5,7 +5,8 @@ as a tau2 user would. For each task whose gold calls write, three trajectories a
 their calls in the domain's tau2 environment and scored with ``evaluate_simulation`` (EvaluationType.ALL):
 the gold calls (plus a closing message carrying every ``communicate_info``) must score 1.0; an empty one
 (the agent answers without calling a tool) must score 0; the gold with one argument of its last write changed
-must score 0. Prints a JSON report; exits 1 when any trajectory scores otherwise or too few tasks qualify.
+must score 0; with ``--overdo FILE``, the gold plus one write the policy forbids (a call breaking a rule the agent
+must apply, which the tools let through, as in the engine) must score 0 too. Prints a JSON report; exits 1 when any trajectory scores otherwise or too few tasks qualify.
 
     .venv-tau2/bin/python scripts/tau2_check.py EXPORT_DIR weather railway --min-tasks 30
 
@@ -82,7 +83,7 @@ def altered_values(value: Any, schema: dict[str, Any]) -> list[Any]:
 
 
 def check_task(domain: str, task: Task, write_tools: set[str], schemas: dict[str, dict[str, Any]],
-               new_env: Any) -> dict[str, Any]:
+               new_env: Any, overdo: list[Any] | None = None) -> dict[str, Any]:
     actions: list[Action] = task.evaluation_criteria.actions or []
     gold = [(a.name, dict(a.arguments)) for a in actions]
     last_write = max(i for i, (name, _) in enumerate(gold) if name in write_tools)
@@ -97,6 +98,11 @@ def check_task(domain: str, task: Task, write_tools: set[str], schemas: dict[str
     result["replay"] = {"observations": [m.content for m in gold_messages[2:-1:2]],
                         "final_db": env.tools.db.model_dump()}
     result["empty"] = score(domain, task, trajectory(new_env(), task, [], "I cannot help with that."))
+    if overdo:
+        extra = [(name, dict(arguments)) for name, arguments in overdo]
+        messages = trajectory(new_env(), task, gold + extra, said)
+        result["overdo"] = score(domain, task, messages)
+        result["overdo_refused_by_tool"] = any(m.error for m in messages[2 * len(gold) + 2:-1:2])
     name, arguments = gold[last_write]
     properties = schemas[name].get("properties", {})
     tried: list[dict[str, Any]] = []
@@ -134,7 +140,8 @@ def _no_op_reason(env: Environment, gold: list[tuple[str, dict[str, Any]]], last
     return None
 
 
-def check_domain(export_dir: Path, domain: str, limit: int | None) -> dict[str, Any]:
+def check_domain(export_dir: Path, domain: str, limit: int | None,
+                 overdo: dict[str, list[Any]] | None = None) -> dict[str, Any]:
     sys.path.insert(0, str(export_dir / domain))
     package = importlib.import_module(f"tau2_toolscale_{domain}")
     name = package.DOMAIN.name
@@ -150,18 +157,21 @@ def check_domain(export_dir: Path, domain: str, limit: int | None) -> dict[str, 
         if not any(a.name in write_tools for a in task.evaluation_criteria.actions or []):
             skipped["gold makes no write call"] += 1
             continue
-        result = check_task(name, task, write_tools, schemas, new_env)
+        result = check_task(name, task, write_tools, schemas, new_env, (overdo or {}).get(task.id))
         if "skipped" in result:
             skipped[result["skipped"]] += 1
         else:
             results.append(result)
     replays = {r["task_id"]: {**r.pop("replay"), "altered": r["altered_call"]} for r in results}
-    failures = [r for r in results if r["gold"] != 1.0 or r["empty"] != 0.0 or r["altered"] != 0.0]
+    failures = [r for r in results if r["gold"] != 1.0 or r["empty"] != 0.0 or r["altered"] != 0.0
+                or r.get("overdo", 0.0) != 0.0]
     return {
         "tau2_domain": name, "evaluated": len(results), "skipped": dict(skipped),
         "gold": dict(Counter(str(r["gold"]) for r in results)),
         "empty": dict(Counter(str(r["empty"]) for r in results)),
         "altered": dict(Counter(str(r["altered"]) for r in results)),
+        "overdo": dict(Counter(str(r["overdo"]) for r in results if "overdo" in r)),
+        "overdo_calls_refused_by_tool": sum(bool(r.get("overdo_refused_by_tool")) for r in results),
         "altered_calls_refused_by_tool": sum(bool(r["altered_call"] and r["altered_call"]["refused_by_tool"])
                                              for r in results),
         "failures": failures, "replays": replays,
@@ -176,9 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="check at most this many tasks per domain")
     parser.add_argument("--replays", type=Path, default=None,
                         help="write each checked task's gold observations and final database here (JSON)")
+    parser.add_argument("--overdo", type=Path, default=None,
+                        help="JSON {domain: {task_id: [[tool, arguments], ...]}}: forbidden writes to add to the gold")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    report = {d: check_domain(args.export_dir, d, args.limit) for d in args.domains}
+    overdo = json.loads(args.overdo.read_text()) if args.overdo else {}
+    report = {d: check_domain(args.export_dir, d, args.limit, overdo.get(d)) for d in args.domains}
     replays = {d: r.pop("replays") for d, r in report.items()}
     if args.replays:
         args.replays.write_text(json.dumps(replays, ensure_ascii=False, default=str), encoding="utf-8")

@@ -111,6 +111,7 @@ def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
         **language_figures(facts, spec.now),
         "converted": bool(spec.intents),
         **outcome_figures(spec, calls, facts.notes),
+        "unwritten_rule_decisions": unwritten_rule_decisions(spec, facts.notes),
     }
 
 
@@ -139,6 +140,13 @@ def outcome_figures(spec: DomainSpec, calls: tuple[ToolCall, ...] | list[ToolCal
     asked = [n[len("intent="):] for n in notes if n.startswith("intent=")]
     answered = question_intents(spec) & set(asked)
     return {"writes": wrote, "refuses_all": not wrote and bool(asked) and not answered}
+
+
+def unwritten_rule_decisions(spec: DomainSpec, notes: tuple[str, ...]) -> int:
+    """Decisions (one ``intent=`` note per decided or refused request) that cite no rule the policy writes."""
+    decisions = sum(n.startswith("intent=") for n in notes)
+    written = sum(n.startswith("rule=") and spec.rule(n[5:]) is not None for n in notes)
+    return max(decisions - written, 0)
 
 
 def publishable(figures: dict[str, Any]) -> tuple[bool, str]:
@@ -171,7 +179,8 @@ AUDIT_COLUMNS = ("domain", "converted", "tasks", "identified_share", "policy_hin
                  "staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
                  "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
                  "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas", *LANGUAGE_SLIPS,
-                 "clause_skeletons", "request_clauses", "top_skeleton_share", "top_skeleton", *OUTCOME_COLUMNS)
+                 "clause_skeletons", "request_clauses", "top_skeleton_share", "top_skeleton", *OUTCOME_COLUMNS,
+                 "unwritten_rule_decisions")
 
 
 def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -> dict[str, Any]:
@@ -203,6 +212,7 @@ def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -
         "clause_skeletons": len(skeletons), "request_clauses": clauses,
         "top_skeleton_share": round(top_skeleton_n / clauses, 4) if clauses else 0.0, "top_skeleton": top_skeleton,
         **outcome_shares(figures),
+        "unwritten_rule_decisions": sum(f.get("unwritten_rule_decisions", 0) for f in figures),
     }
 
 

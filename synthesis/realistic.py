@@ -15,7 +15,7 @@ from datetime import date
 from typing import Any
 
 from domains.engine import Database, ToolCall
-from domains.realism_spec import CallTemplate, Intent, Role
+from domains.realism_spec import ACT_FOR_USER, CallTemplate, Intent, Role
 from synthesis.persona import Persona
 from synthesis.requests import Request
 from synthesis.toolgraph import ToolGraph
@@ -219,7 +219,7 @@ class Realism:
         known = tuple(k for k in (render(t, shown) for t in intent.knows) if k)
         if clause is None:
             return None
-        notes = (f"intent={intent.name}", f"outcome={outcome.name}", f"rule={outcome.rule}")
+        notes = (f"intent={intent.name}", f"outcome={outcome.name}", f"rule={outcome.rule}")  # the rule's id
         if intent.hinges_on_policy:
             notes += ("hinged",)
         if not outcome.calls and not outcome.say and len(intent.outcomes) == 1:
@@ -252,7 +252,7 @@ class Realism:
             if clause is None:
                 continue
             return Request("forbidden", clause, (), notes=("forbidden=other_owner", f"intent={intent.name}",
-                                                           "rule=Act only for the identified user."),
+                                                           f"rule={ACT_FOR_USER.id}"),
                            says=spelled_out(clause, _humanise(ctx)))
         return None
 

@@ -142,7 +142,7 @@ class Task:
         """The task in tau2-bench's Task field names."""
         return {
             "id": self.task_id,
-            "description": {"purpose": self.purpose(), "relevant_policies": None, "notes": None},
+            "description": {"purpose": self.purpose(), "relevant_policies": self.relevant_policies(), "notes": None},
             # "role" is ToolScale's addition (tau2 ignores it): readers take the role from here, not the persona text
             "user_scenario": {"persona": self.persona.describe() if self.persona else None,
                               "instructions": self.instructions(),
@@ -157,6 +157,20 @@ class Task:
                 "reward_basis": ["DB", "COMMUNICATE"] if self.communicate_info else ["DB"],
             },
         }
+
+    def relevant_policies(self) -> str | None:
+        """The written rules that decided this task's requests, one ``[id] sentence`` a line (None: none)."""
+        ids = list(dict.fromkeys(n[5:] for n in self.notes if n.startswith("rule=")))
+        if not ids:
+            return None
+        from domains.policy import rule_line  # local: keeps the task model free of the spec loader at import
+        from domains.registry import get_spec
+
+        try:
+            spec = get_spec(self.domain)
+        except KeyError:
+            return "\n".join(f"[{i}]" for i in ids)
+        return "\n".join(rule_line(r) if (r := spec.rule(i)) else f"[{i}]" for i in ids)
 
     def purpose(self) -> str:
         tools = ", ".join(dict.fromkeys(c.name for c in self.gold_calls))

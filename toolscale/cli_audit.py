@@ -22,7 +22,8 @@ COLUMNS = (("tasks", "tasks", "{}"), ("identified", "identified_share", "{:.0%}"
            ("greet", "greeting_clock_contradictions", "{}"), ("dbl_word", "doubled_words", "{}"),
            ("dbl_join", "doubled_joiners", "{}"), ("plural", "plural_slips", "{}"), ("lc_name", "lowercased_names", "{}"),
            ("skeletons", ("clause_skeletons", "request_clauses"), "{}/{}"), ("top_skel", "top_skeleton_share", "{:.1%}"),
-           ("writes", "write_share", "{:.0%}"), ("refuse_all", "refuse_all_share", "{:.0%}"))
+           ("writes", "write_share", "{:.0%}"), ("refuse_all", "refuse_all_share", "{:.0%}"),
+           ("unwritten", "unwritten_rule_decisions", "{}"))
 
 
 def add_parsers(sub: Any) -> None:

@@ -51,13 +51,15 @@ class SnapshotAudit(SQLModel, table=True):
     top_skeleton: str
     write_share: float = Field(sa_type=Double)  # share whose gold writes something (gate: at least 70%)
     refuse_all_share: float = Field(sa_type=Double)  # share refusing everything asked (gate: at most 10%)
+    unwritten_rule_decisions: int = 0  # decisions citing no rule of the written policy; the gate wants 0
 
 
 # columns added after warehouses were created (``create_all`` adds tables, never columns): name -> DuckDB type
 ADDED_COLUMNS = {"greeting_clock_contradictions": "INTEGER", "doubled_words": "INTEGER",
                  "doubled_joiners": "INTEGER", "plural_slips": "INTEGER", "lowercased_names": "INTEGER",
                  "clause_skeletons": "INTEGER", "request_clauses": "INTEGER", "top_skeleton_share": "DOUBLE",
-                 "top_skeleton": "VARCHAR", "write_share": "DOUBLE", "refuse_all_share": "DOUBLE"}
+                 "top_skeleton": "VARCHAR", "write_share": "DOUBLE", "refuse_all_share": "DOUBLE",
+                 "unwritten_rule_decisions": "INTEGER DEFAULT 0"}
 
 
 def add_missing_columns(con: duckdb.DuckDBPyConnection) -> None:

@@ -143,11 +143,13 @@ def policy_markdown(spec: DomainSpec) -> str:
     if spec.policy.strip():
         lines += ["## Policy", "", spec.policy.strip(), ""]
     lines += ["## Write operations", "",
-              "Each rule below is checked before the operation runs; when one is broken the operation fails with "
-              "that message ({placeholders} are filled from the call's arguments).", ""]
+              "Each check below runs before the operation; when one fails the operation fails with that message "
+              "({placeholders} are filled from the call's arguments). The rules the agent must apply itself are "
+              "not among them: the policy above lists those, and the tools will not stop you.", ""]
     for tool in (t for t in spec.tools if t.kind == "write"):
         lines += [f"### {tool.name}", "", tool.description.strip(), ""]
-        lines += [f"- {p.error}" for p in tool.preconditions] or ["- (no preconditions)"]
+        checked = [p for p in tool.preconditions if p.enforced_by != "policy"]
+        lines += [f"- {p.error}" + (f" (rule {p.rule})" if p.rule else "") for p in checked] or ["- (no checks)"]
         lines.append("")
     lines += ["## Tools", ""]
     lines += [f"- `{t.name}` ({t.kind}): {t.description.strip()}" for t in spec.tools]

@@ -84,6 +84,17 @@ class Task(SQLModel, table=True):
     verification_json: str | None = None
 
 
+class TaskRule(SQLModel, table=True):
+    """Each written rule a task's requests were decided by, in request order (``SELECT ... WHERE rule_id = ?``)."""
+
+    __tablename__ = "task_rules"
+    snapshot_id: str = Field(primary_key=True)
+    task_id: str = Field(primary_key=True)
+    position: int = Field(primary_key=True)
+    rule_id: str
+    checked_by: str | None = None  # tool | agent; NULL for an id the domain's policy does not write
+
+
 class GoldCall(SQLModel, table=True):
     __tablename__ = "gold_calls"
     snapshot_id: str = Field(primary_key=True)

@@ -185,7 +185,7 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
     accepted = [r for r in bundle.records if r["accepted"]]
     rejected = [r for r in bundle.records if not r["accepted"]]
     con.execute("BEGIN")
-    for table in ("gold_calls", "verdicts", "tasks", "rejections", "tools", "domains", "snapshots"):
+    for table in ("task_rules", "gold_calls", "verdicts", "tasks", "rejections", "tools", "domains", "snapshots"):
         con.execute(f"DELETE FROM {table} WHERE snapshot_id = ?", [sid])  # a failed earlier attempt
     s = bundle.summary
     con.execute(
@@ -212,6 +212,7 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
         "snapshot_id": sid, "task_id": r["task_id"], "position": i, "name": c["name"],
         "arguments_json": json.dumps(c["arguments"], ensure_ascii=False, sort_keys=True, default=str)}
         for r in accepted for i, c in enumerate(r["gold_calls"])])
+    _insert(con, "task_rules", task_rule_rows(sid, accepted))
     _insert(con, "verdicts", [{
         "snapshot_id": sid, "task_id": r["task_id"], "gold_valid": r["gold_valid"], "gold_reason": r["gold_reason"],
         "noop_fails": r["noop_fails"], "noop_reason": r["noop_reason"], "mutants": r["mutants"],
@@ -224,6 +225,24 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
         "gold_json": json.dumps(r["gold_calls"], ensure_ascii=False, default=str),
         "kill_rate": r["kill_rate"]} for r in rejected])
     con.execute("COMMIT")
+
+
+def task_rule_rows(snapshot_id: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``rule=<id>`` notes of each record, with whether the tools or the agent check that rule."""
+    from domains.registry import get_spec  # local: only snapshots with realistic tasks carry rule notes
+
+    rows = []
+    for r in records:
+        ids = [n[5:] for n in r.get("notes") or () if n.startswith("rule=")]
+        try:
+            spec = get_spec(r["domain"]) if ids else None
+        except KeyError:  # a domain outside the registry (a test's own spec folder): the id alone
+            spec = None
+        for k, rule_id in enumerate(ids):
+            rule = spec.rule(rule_id) if spec is not None else None
+            rows.append({"snapshot_id": snapshot_id, "task_id": r["task_id"], "position": k, "rule_id": rule_id,
+                         "checked_by": rule.checked_by if rule else None})
+    return rows
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:

@@ -12,6 +12,7 @@ import yaml
 
 from domains.engine import DomainEngine
 from domains.invariants import violation_counts
+from domains.policy import AGENT_RULES_HEADING, rule_line
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec, spec_path
 from domains.spec import SpecError, parse_spec
 
@@ -70,9 +71,25 @@ MISTAKES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "intents[0].outcomes.refund.calls[0].arguments: missing required parameter(s) ticket_id of refund_ticket"),
     ("intent of an undeclared role", lambda s: _intent(s, "refund_trip").__setitem__("role", "staff"),
      "intents[0].role: no users.roles entry for role 'staff'"),
-    ("policy-only precondition without its policy sentence",
+    ("policy-only precondition without its rule id",
      lambda s: _tool(s, "refund_ticket")["preconditions"][-1].pop("rule"),
-     "preconditions[3].rule: a policy-only rule needs the policy sentence that states it"),
+     "preconditions[3].rule: a policy-only precondition needs the id of the rule it checks"),
+    ("outcome citing a rule id the policy does not write",
+     lambda s: _intent(s, "refund_trip")["outcomes"]["too_late"].__setitem__("rule", "no_such_rule"),
+     "intents[0].outcomes.too_late.rule: unknown rule 'no_such_rule'; declare it under rules:"),
+    ("outcome without a rule",
+     lambda s: _intent(s, "refund_trip")["outcomes"]["too_late"].pop("rule"),
+     "intents[0].outcomes.too_late.rule: every outcome is a decision and needs the id of the written rule"),
+    ("policy-only precondition citing a rule the tools check",
+     lambda s: _tool(s, "refund_ticket")["preconditions"][-1].__setitem__("rule", "refund_trip_refund"),
+     "the tool lets this precondition through (enforced_by: policy), so rule 'refund_trip_refund' must say "
+     "checked_by: agent"),
+    ("rule declared twice",
+     lambda s: s["rules"].append(dict(s["rules"][0])),
+     "is declared twice"),
+    ("rule example with an unknown tool",
+     lambda s: s["rules"][0].__setitem__("example", {"tool": "teleport", "arguments": {}}),
+     "rules[0].example.tool: unknown tool 'teleport'"),
     ("enforced_by with an unknown value",
      lambda s: _tool(s, "refund_ticket")["preconditions"][0].__setitem__("enforced_by", "hope"),
      "enforced_by: 'hope' is not one of ['tool', 'policy']"),
@@ -156,7 +173,11 @@ def test_policy_states_clock_identification_and_policy_only_rules(domain: str) -
     assert f"({spec.now})" in spec.policy and "The current date and time is" in spec.policy
     assert "identify the caller" in spec.policy
     policy_only = [p for t in spec.tools for p in t.preconditions if p.enforced_by == "policy"]
-    assert len(policy_only) >= 3 and all(p.rule in spec.policy for p in policy_only)
+    assert len(policy_only) >= 3
+    for p in policy_only:  # each is written, by id, among the rules the agent must apply itself
+        rule = spec.rule(p.rule)
+        assert rule is not None and rule.checked_by == "agent"
+        assert f"- {rule_line(rule)}" in spec.policy.split(AGENT_RULES_HEADING, 1)[1]
     assert len([i for i in spec.intents if i.role == "customer"]) >= 8
 
 

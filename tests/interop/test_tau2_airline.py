@@ -228,7 +228,8 @@ def test_airline_policy_only_rules_are_left_to_the_agent() -> None:
     """The spec's policy-only rules are stated in the policy, and the tools still let tau2's calls through."""
     spec = get_spec("airline")
     rules = [p.rule for t in spec.tools for p in t.preconditions if p.enforced_by == "policy"]
-    assert len(rules) >= 3 and all(r in spec.policy for r in rules)
+    assert len(rules) >= 3 and all(spec.rule(r) is not None and spec.rule(r).text in spec.policy  # type: ignore[union-attr]
+                                   and spec.rule(r).checked_by == "agent" for r in rules)  # type: ignore[union-attr]
     assert "identify the caller" in spec.policy and "(2024-05-15T15:00:00)" in spec.policy
     with get_engine("airline").fresh() as db:
         old = db.query("SELECT r.reservation_id FROM reservations r WHERE r.cabin = 'economy' AND r.insurance = 'no' "

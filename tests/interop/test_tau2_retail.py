@@ -191,7 +191,9 @@ def test_a_modified_order_keeps_its_address_by_policy_only() -> None:
     spec, engine = get_spec("retail"), get_engine("retail")
     rule = next(p.rule for t in spec.tools if t.name == "modify_pending_order_address" for p in t.preconditions
                 if p.enforced_by == "policy")
-    assert rule in spec.policy and "identify the caller" in spec.policy.lower()
+    written = spec.rule(rule)
+    assert written is not None and written.checked_by == "agent" and written.text in spec.policy
+    assert "identify the caller" in spec.policy.lower()
     with engine.fresh() as db:
         example = spec.tool("modify_pending_order_items").examples[0]["arguments"]  # type: ignore[union-attr]
         assert db.call("modify_pending_order_items", example).ok

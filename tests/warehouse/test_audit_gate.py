@@ -12,7 +12,7 @@ import duckdb
 import yaml
 
 from domains.engine import DomainEngine, ToolCall
-from domains.registry import get_engine, spec_path
+from domains.registry import get_engine, get_spec, spec_path
 from domains.spec import parse_spec
 from synthesis.generate import ShardConfig, generate_shard
 from synthesis.realism_audit import TaskFacts, aggregate, task_figures
@@ -96,3 +96,48 @@ def test_cli_audit_reads_stored_figures_and_recomputes_for_old_snapshots(tmp_pat
                                                   [r["request"] for r in accepted])["policy_hinged_share"]
     assert main(["audit", "latest", "--warehouse", path]) == 0
     assert "railway *" in capsys.readouterr().out
+
+
+def test_a_decision_citing_an_unwritten_rule_is_counted_and_gated(tmp_path: Path) -> None:
+    """A request decided by a sentence the policy never states (the old notes) counts; one citing a rule id of the
+    written policy does not, and the gate rejects a snapshot with any such decision."""
+    engine = get_engine("railway")
+    with engine.fresh() as db:
+        email, = db.query("SELECT email FROM passengers ORDER BY passenger_id LIMIT 1")[0]
+    calls = (ToolCall("find_passenger_by_email", {"email": email}),)
+
+    def row(notes: tuple[str, ...]) -> dict[str, Any]:
+        facts = TaskFacts("railway", calls, ("12.50 EUR",), "Hi. How much did I pay?", "Hi. How much did I pay?",
+                          notes, "Ana", "customer", None, ())
+        return aggregate("railway", [task_figures(engine, facts)] * 3, [facts.request] * 3)
+
+    written = row(("intent=refund_trip", "outcome=too_late", "rule=refund_trip_too_late", "hinged",
+                   "forbidden=other_owner", "intent=refund_trip", "rule=act_for_identified_user"))
+    unwritten = row(("intent=refund_trip", "outcome=too_late", "rule=Refunds are at the manager's discretion.",
+                     "hinged", "forbidden=role"))
+    assert written["unwritten_rule_decisions"] == 0 and unwritten["unwritten_rule_decisions"] == 3
+    con = _warehouse(tmp_path)
+    write_audit(con, "ts-bad", [unwritten])
+    write_audit(con, "ts-good", [written])
+    rejected = realism_gate(con, "ts-bad")
+    assert not rejected["success"] and any("unwritten_rule_decisions" in f for f in rejected["failures"])
+    # three copies of one task fail the share gates on their own; the written rule adds no failure
+    assert not any("unwritten_rule_decisions" in f for f in realism_gate(con, "ts-good")["failures"])
+
+
+def test_rule_ids_of_a_snapshot_are_stored_with_who_checks_them(tmp_path: Path) -> None:
+    records = generate_shard(ShardConfig("railway", 0, 0, base_candidates=6, evolution_rounds=0))["records"]
+    for i, r in enumerate(records):
+        r["candidate_id"] = f"c{i}"
+    accepted = [r for r in records if r["accepted"]]
+    con = _warehouse(tmp_path)
+    _write_rows(con, SnapshotBundle("ts-rules", "v", "cfg", {}, {"railway": len(accepted)}, records, [], []), None)
+    stored = con.execute("SELECT task_id, rule_id, checked_by FROM task_rules WHERE snapshot_id = 'ts-rules' "
+                         "ORDER BY task_id, position").fetchall()
+    cited = sum(n.startswith("rule=") for r in accepted for n in r["notes"])
+    assert stored and len(stored) == cited
+    spec = get_spec("railway")
+    assert all(spec.rule(rule_id).checked_by == checked_by for _, rule_id, checked_by in stored)
+    policies = {r["task_id"]: r["tau2"]["description"]["relevant_policies"] for r in accepted}
+    for task_id, rule_id, _ in stored:  # the exported tau2 task quotes each rule with its sentence
+        assert f"[{rule_id}] {spec.rule(rule_id).text}" in policies[task_id]

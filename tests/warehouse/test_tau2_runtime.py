@@ -18,10 +18,13 @@ from typing import Any
 import duckdb
 import pytest
 
+from domains.engine import ToolCall
 from domains.registry import get_engine, get_spec
 from pipeline.regenerate import RegenerateConfig, regenerate
 from warehouse.exports import export_tau2
 from warehouse.tau2_package import package_name, tau2_domain_name
+from verifiers.types import Trajectory, VerifiableTask
+from verifiers.verify import outcome_reward
 from warehouse.tau2_package.build import keyed_db
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,15 +58,47 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"root": root, "out": root / "tau2", "summary": summary, "seeds": _seeds(root / "wh.duckdb")}
 
 
+def overdo_calls(domain: str, seed: int, task: dict[str, Any], k: int) -> list[list[Any]] | None:
+    """One write the policy forbids, added after the gold: the violating example of a rule the agent must apply
+    (policy-only preconditions first), rotated by ``k``, that still goes through after the gold and changes the
+    end state. None when no such call exists for this task."""
+    spec, engine = get_spec(domain), get_engine(domain, seed)
+    policy_only = {p.rule for t in spec.tools for p in t.preconditions if p.enforced_by == "policy"}
+    rules = sorted((r for r in spec.rules if r.checked_by == "agent" and r.example is not None
+                    and spec.tool(r.example.tool).kind == "write"), key=lambda r: (r.id not in policy_only, r.id))
+    gold = [(a["name"], a["arguments"]) for a in task["evaluation_criteria"]["actions"]]
+    for rule in rules[k % len(rules):] + rules[:k % len(rules)]:
+        with engine.fresh() as db:
+            for name, arguments in gold:
+                db.call(name, arguments)
+            before = db.fingerprint()
+            if db.call(rule.example.tool, rule.example.arguments).ok and db.fingerprint() != before:
+                return [[rule.example.tool, rule.example.arguments]]
+    return None
+
+
 @pytest.fixture(scope="module")
-def tau2_run(exported: dict[str, Any]) -> dict[str, Any]:
+def overdo(exported: dict[str, Any]) -> dict[str, dict[str, list[list[Any]]]]:
+    out: dict[str, dict[str, list[list[Any]]]] = {}
+    for domain in DOMAINS:
+        tasks = json.loads((exported["out"] / domain / "tasks.json").read_text())
+        found = {t["id"]: overdo_calls(domain, exported["seeds"][domain], t, k) for k, t in enumerate(tasks)}
+        out[domain] = {task_id: calls for task_id, calls in found.items() if calls}
+    return out
+
+
+@pytest.fixture(scope="module")
+def tau2_run(exported: dict[str, Any], overdo: dict[str, dict[str, list[list[Any]]]]) -> dict[str, Any]:
     python = _tau2_python()
     replays = exported["root"] / "replays.json"
+    overdo_file = exported["root"] / "overdo.json"
+    overdo_file.write_text(json.dumps(overdo, ensure_ascii=False), encoding="utf-8")
     # no PYTHONPATH and a neutral cwd: the package must work with tau2, sqlite3 and jsonschema alone
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     started = time.perf_counter()
     proc = subprocess.run([str(python), str(ROOT / "scripts" / "tau2_check.py"), str(exported["out"]), *DOMAINS,
-                           "--min-tasks", str(MIN_TASKS), "--limit", str(LIMIT), "--replays", str(replays)],
+                           "--min-tasks", str(MIN_TASKS), "--limit", str(LIMIT), "--replays", str(replays),
+                           "--overdo", str(overdo_file)],
                           capture_output=True, text=True, cwd=exported["root"], env=env, timeout=600)
     assert proc.stdout, f"tau2_check.py printed nothing (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
     report = json.loads(proc.stdout)
@@ -110,6 +145,30 @@ def test_tau2_scores_gold_one_and_empty_and_altered_zero(tau2_run: dict[str, Any
         assert r["altered"] == {"0.0": r["evaluated"]}
         # most alterations must be calls the tool accepts, so the zero is the DB comparison, not an error
         assert r["altered_calls_refused_by_tool"] < r["evaluated"] / 2
+
+
+def test_a_forbidden_write_after_the_gold_scores_zero_in_tau2_and_in_our_verifier(
+        exported: dict[str, Any], overdo: dict[str, dict[str, list[list[Any]]]], tau2_run: dict[str, Any]) -> None:
+    """The export enforces what the engine enforces: a policy-only rule's breach goes through in tau2 too, so the
+    database differs from the gold's and tau2 scores 0, as our verifier does."""
+    for domain in DOMAINS:
+        r = tau2_run["report"]["domains"][domain]
+        scored = sum(r["overdo"].values())
+        assert scored >= MIN_TASKS and r["overdo"] == {"0.0": scored}, r["overdo"]
+        assert r["overdo_calls_refused_by_tool"] == 0  # the runtime lets the breach through, as the engine does
+        tasks = {t["id"]: t for t in json.loads((exported["out"] / domain / "tasks.json").read_text())}
+        ours = 0
+        for task_id, calls in overdo[domain].items():
+            task = tasks[task_id]
+            gold = tuple(ToolCall(a["name"], a["arguments"]) for a in task["evaluation_criteria"]["actions"])
+            verifiable = VerifiableTask(domain, exported["seeds"][domain], gold,
+                                        tuple(task["evaluation_criteria"]["communicate_info"]))
+            said = " ".join(verifiable.communicate_info) or "Done."
+            extra = tuple(ToolCall(name, arguments) for name, arguments in calls)
+            assert outcome_reward(verifiable, Trajectory(gold + extra, said)) == 0.0, task_id
+            ours += 1
+        assert ours >= MIN_TASKS
+        print(f"overdo {domain}: tau2 scored {scored} tasks 0, our verifier {ours} tasks 0", file=sys.stderr)
 
 
 def test_tau2_runtime_matches_the_engine_call_by_call(exported: dict[str, Any], tau2_run: dict[str, Any]) -> None:

@@ -94,7 +94,9 @@ def domain_data(spec: DomainSpec) -> dict[str, Any]:
         })
     tools = [{
         "name": t.name, "kind": t.kind, "description": t.description, "parameters": t.parameters,
-        "preconditions": [{"sql": p.sql, "error": p.error, "expect": p.expect} for p in t.preconditions],
+        # every precondition with its enforcement: the runtime lets policy-only ones through, as the engine does
+        "preconditions": [{"sql": p.sql, "error": p.error, "expect": p.expect, "enforced_by": p.enforced_by,
+                           "rule": p.rule} for p in t.preconditions],
         "effects": list(t.effects), "returns": {"sql": t.returns_sql, "mode": t.returns_mode},
         "generated": dict(t.generated),
     } for t in spec.tools]

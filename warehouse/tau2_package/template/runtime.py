@@ -4,7 +4,8 @@ Shipped verbatim into every exported package; it needs only tau2 (with its pydan
 Everything domain-specific is data in ``data/domain.json``: the SQL schema, the tables and the tools (parameters,
 preconditions, effects, returns), read by ``register`` at import time. A tool call has the semantics of
 ToolScale's own engine: arguments validated with JSON Schema (integers and numbers strict), preconditions checked
-in order with their messages, effects applied in one savepoint, values reaching SQL only as bound parameters.
+in order with their messages (those marked ``enforced_by: policy`` are the agent's to apply and let through,
+as the engine does), effects applied in one savepoint, values reaching SQL only as bound parameters.
 """
 
 from __future__ import annotations
@@ -298,6 +299,8 @@ class SpecToolKit(ToolKitBase):
 
     def _execute(self, tool: dict[str, Any], params: dict[str, Any]) -> Any:
         for pre in tool["preconditions"]:
+            if pre.get("enforced_by") == "policy":  # the policy states it, the tool lets it through (as the engine)
+                continue
             row = self.conn.execute(pre["sql"], params).fetchone()
             if (row is None) == (pre["expect"] == "exists"):
                 shown = _Missing({k: _short(v) for k, v in params.items()})
