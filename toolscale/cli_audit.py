@@ -17,7 +17,7 @@ COLUMNS = (("tasks", "tasks", "{}"), ("identified", "identified_share", "{:.0%}"
            ("staff", "staff_only_calls", "{}"), ("ids", "requests_naming_internal_ids", "{}"),
            ("invar", "invariant_violations", "{}"), ("noop", "noop_writes", "{}"), ("empty", "empty_passes", "{}"),
            ("parrot", "parrot_passes", "{}"), ("short", "short_communicate", "{}"),
-           ("in_req", "communicate_in_request", "{}"), ("open3", "top_opening_share", "{:.1%}"),
+           ("in_req", "communicate_in_request", "{}"), ("underiv", "underivable_arguments", "{}"), ("open3", "top_opening_share", "{:.1%}"),
            ("bigrams", "distinct_bigrams", "{}"), ("personas", "distinct_personas", "{}"))
 
 

@@ -33,6 +33,7 @@ class SnapshotAudit(SQLModel, table=True):
     parrot_passes: int
     short_communicate: int
     communicate_in_request: int
+    underivable_arguments: int = 0  # tasks with a gold value that has no source (verifiers/derivability.py)
     top_opening_share: float = Field(sa_type=Double)
     top_opening: str
     distinct_bigrams: int
@@ -68,7 +69,8 @@ def read_audit(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> list[dict[st
     if not con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'snapshot_audit'").fetchone():
         return []
     frame = con.execute("SELECT * FROM snapshot_audit WHERE snapshot_id = ? ORDER BY domain", [snapshot_id]).df()
-    return [{c: _plain(row[c]) for c in AUDIT_COLUMNS} for _, row in frame.iterrows()]
+    # a snapshot written before a figure existed reads it as 0 (the column is added with that default)
+    return [{c: _plain(row[c]) if c in row else 0 for c in AUDIT_COLUMNS} for _, row in frame.iterrows()]
 
 
 def _plain(value: Any) -> Any:

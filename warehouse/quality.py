@@ -56,7 +56,7 @@ def realism_expectations() -> list[Any]:
     """Issue 7's gate, on one ``snapshot_audit`` row per converted domain."""
     e = _gx().expectations
     zero = ("staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
-            "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request")
+            "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request", "underivable_arguments")
     return [
         *[e.ExpectColumnValuesToBeBetween(column=c, min_value=0, max_value=0) for c in zero],
         e.ExpectColumnValuesToBeBetween(column="identified_share", min_value=1.0),

@@ -52,6 +52,8 @@ def ensure_schema(path: Path) -> None:
         # a column added after a warehouse was created (create_all adds tables, never columns)
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS source VARCHAR DEFAULT 'synthesised'")
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS verification_json VARCHAR")
+        con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS argument_sources_json VARCHAR")
+        con.execute("ALTER TABLE snapshot_audit ADD COLUMN IF NOT EXISTS underivable_arguments INTEGER DEFAULT 0")
         for name, sql in VIEWS.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     finally:
