@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from functools import cached_property, lru_cache
 from typing import Any
 
 from domains.engine import ToolCall
@@ -75,13 +76,40 @@ class _Text:
         self.name = name
         self.raw = text
         self.lower = text.lower()
-        self.numbers = {_number(m.group(0)) for m in NUMBER.finditer(text)} - {None}
-        self.words = set(re.findall(r"[a-z]+", self.lower))
-        self.dates = dates_in_words(text, clock)
+        self.clock = clock
+
+    @cached_property
+    def numbers(self) -> set[float]:
+        return {n for n in (_number(m.group(0)) for m in NUMBER.finditer(self.raw)) if n is not None}
+
+    @cached_property
+    def words(self) -> set[str]:
+        return set(re.findall(r"[a-z]+", self.lower))
+
+    @cached_property
+    def dates(self) -> set[str]:
+        return dates_in_words(self.raw, self.clock)
 
     def has(self, phrase: str, lower: bool = False) -> bool:
+        """Whether ``phrase`` appears as a whole word or words (not inside a longer word or number)."""
         hay, needle = (self.lower, phrase.lower()) if lower else (self.raw, phrase)
-        return re.search(r"(?<![\w])" + re.escape(needle) + r"(?![\w])", hay) is not None
+        start = hay.find(needle)
+        while start >= 0:
+            end = start + len(needle)
+            if (start == 0 or not _word(hay[start - 1])) and (end == len(hay) or not _word(hay[end])):
+                return True
+            start = hay.find(needle, start + 1)
+        return False
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+@lru_cache(maxsize=64)
+def _policy_text(policy: str, clock: date) -> _Text:
+    """A domain's policy read once: every task of the domain shares it."""
+    return _Text("policy", policy, clock)
 
 
 def _number(text: str) -> float | None:
@@ -218,7 +246,7 @@ class Sources:
 
     def __init__(self, evidence: Evidence):
         clock = _clock_date(evidence.now)
-        self.texts = (_Text("user", evidence.words, clock), _Text("policy", evidence.policy, clock))
+        self.texts = (_Text("user", evidence.words, clock), _policy_text(evidence.policy, clock))
         self.parameters = evidence.parameters
         self.outputs = _Outputs()
 
@@ -255,7 +283,7 @@ class Sources:
                 return f"case({t.name})"
             if isinstance(value, str) and "_" in value and t.has(value.replace("_", " "), lower=True):
                 return f"spaced({t.name})"
-            if isinstance(value, str) and value in t.dates:
+            if isinstance(value, str) and ISO_DATE.match(value) and value in t.dates:
                 return f"date_in_words({t.name})"
             number = value if isinstance(value, (int, float)) else _number(value) if NUMBER.fullmatch(value) else None
             if number is not None and float(number) in t.numbers:
