@@ -15,9 +15,11 @@ from domains.registry import get_engine
 from synthesis import requests as rq
 from synthesis.evolve import evolve
 from synthesis.realism_audit import TaskFacts, publishable, task_figures
-from synthesis.realistic_tasks import OutcomeBalance, base_candidate, evolve_realistic, is_converted, offered_kinds
+from synthesis.realistic_tasks import (OutcomeBalance, base_candidate, evolve_realistic, is_converted, offered_kinds,
+                                       realism_for)
 from synthesis.task import Task, style_for
 from synthesis.toolgraph import ToolGraph
+from verifiers.derivability import Derivation, derive, evidence_for
 from verifiers.types import TaskReport
 from verifiers.verify import check_task
 
@@ -35,6 +37,8 @@ class ShardConfig:
     evolve_probability: float = 0.7
     kill_threshold: float = 0.9
     imported: bool = False  # this shard verifies the domain's imported tasks (e.g. tau2's) instead of sampling
+    # "reject": a value with no source rejects the task (and planning skips such goals); "report": only recorded
+    derivability: str = "reject"
 
     @property
     def shard_id(self) -> str:
@@ -61,24 +65,54 @@ def _base_candidate(graph: ToolGraph, rng: random.Random, seed: int) -> Task | N
     return Task(graph.spec.name, seed, reqs, style_for(rng))
 
 
+@dataclass(frozen=True)
+class Admission:
+    """A candidate's verdict: the verification report, admitted or not and why, realism figures, value sources."""
+
+    report: TaskReport
+    ok: bool
+    reason: str
+    figures: dict[str, Any] | None
+    derivation: Derivation
+
+
 def admission(task: Task, graph: ToolGraph, threshold: float) -> tuple[TaskReport, bool, str, dict[str, Any] | None]:
-    """The verdict a candidate gets: verification, then (where the domain declares intents) the realism gate."""
+    """The verdict a candidate gets: verification, derivability, then (where the domain declares intents) the
+    realism gate."""
+    judged = admit_task(task, graph, threshold)
+    return judged.report, judged.ok, judged.reason, judged.figures
+
+
+def admit_task(task: Task, graph: ToolGraph, threshold: float, derivability: str = "reject") -> Admission:
+    """``admission`` with the sources of every value; ``derivability="report"`` records them without rejecting."""
     report = check_task(task.verifiable(), graph.engine)
     ok, reason = report.admissible(threshold)
+    derivation = derivation_of(task, graph, report)
+    if ok and not derivation.derivable and derivability == "reject":
+        ok, reason = False, derivation.reason()
     figures = None
     if ok:  # realism figures for every accepted task; a gate only where the domain declares intents
-        figures = task_figures(graph.engine, facts_of(task))
+        figures = task_figures(graph.engine, facts_of(task), derivation)
         if figures["converted"]:
             ok, reason = publishable(figures)
-    return report, ok, reason, figures
+    return Admission(report, ok, reason, figures, derivation)
+
+
+def derivation_of(task: Task, graph: ToolGraph, report: TaskReport) -> Derivation:
+    """Where each gold argument and each value to say comes from, read off the gold replay ``report`` already ran."""
+    return derive(task.gold_calls, report.outputs, task.communicate_info,
+                  evidence_for(graph.spec, task.instruction_text()))
 
 
 def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -> dict[str, Any]:
     """Verify a candidate and describe it, verdicts included, as one flat record."""
-    report, ok, reason, figures = admission(task, graph, threshold)
+    judged = admit_task(task, graph, threshold, shard.derivability)
+    report, ok, reason, figures = judged.report, judged.ok, judged.reason, judged.figures
     contract = task.verifiable().contract()
     write_tools = {t.name for t in graph.writes}
     calls = task.gold_calls
+    tau2 = task.tau2()
+    tau2["evaluation_criteria"]["argument_sources"] = judged.derivation.sources  # ToolScale's addition; tau2 ignores it
     return {
         "task_id": task.task_id, "content_hash": task.content_hash(), "domain": task.domain, "seed": task.seed,
         "shard_id": shard.shard_id, "accepted": ok, "reason": "ok" if ok else reason.split(":")[0],
@@ -92,10 +126,12 @@ def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -
         "noop_fails": report.no_action.passed, "noop_reason": report.no_action.reason,
         "mutants": report.mutation.total, "mutants_killed": report.mutation.killed,
         "kill_rate": report.mutation.kill_rate, "survivors": list(report.mutation.survivors),
-        "tau2": task.tau2(), "source": "synthesised", "verification": contract,
-        "realism": figures, "notes": task.notes, "persona": task.persona.describe() if task.persona else None,
+        "tau2": tau2, "source": "synthesised", "verification": contract,
+        "realism": figures, "notes": task.notes,
+        "persona": task.persona.describe() if task.persona else None,
         "role": task.persona.role if task.persona else None,
         "request": task.reason_for_call(),
+        "argument_sources": judged.derivation.sources, "underivable": list(judged.derivation.missing),
     }
 
 
@@ -114,6 +150,8 @@ def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
         return import_shard(cfg)
     started = time.perf_counter()
     graph = ToolGraph(get_engine(cfg.domain, cfg.seed))
+    if is_converted(graph):
+        realism_for(graph).plan_derivable = cfg.derivability == "reject"
     rng = random.Random(f"{cfg.seed}:{cfg.domain}:{cfg.shard}")
     records: list[dict[str, Any]] = []
     sampling_failures = 0

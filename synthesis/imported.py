@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from domains.registry import get_engine, get_spec
 from interop.tau2_tasks import BASIS_CHECKS, SOURCE_NAME, ImportedTask, imported_tasks
+from verifiers.derivability import derive, evidence_for
 from verifiers.verify import check_task
 
 if TYPE_CHECKING:
@@ -29,6 +30,9 @@ def imported_record(task: ImportedTask, cfg: ShardConfig) -> dict[str, Any]:
         ok, reason = False, (f"unsupported_criteria: tau2 reward basis {', '.join(task.unsupported)} is not checked "
                              f"by this verifier (supported: {', '.join(BASIS_CHECKS)})")
     calls = task.task.gold_calls
+    # measured, not gated: tau2's golds list the writes alone and leave the reads to the agent (docs/verification.md)
+    derivation = derive(calls, report.outputs, task.task.communicate_info,
+                        evidence_for(engine.spec, task.instruction_text()))
     canonical = [c.to_dict() for c in calls]
     return {
         "task_id": task.task_id, "content_hash": task.content_hash(), "domain": task.domain, "seed": cfg.seed,
@@ -44,6 +48,7 @@ def imported_record(task: ImportedTask, cfg: ShardConfig) -> dict[str, Any]:
         "mutants": report.mutation.total, "mutants_killed": report.mutation.killed,
         "kill_rate": report.mutation.kill_rate, "survivors": list(report.mutation.survivors),
         "tau2": task.raw, "source": SOURCE_NAME, "verification": task.task.contract(),
+        "argument_sources": derivation.sources, "underivable": list(derivation.missing),
     }
 
 

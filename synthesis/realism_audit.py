@@ -19,6 +19,7 @@ from domains.engine import DomainEngine, ToolCall
 from domains.spec import DomainSpec
 from synthesis.wording import doubled_connectives, doubled_words, greeting_contradicts, lowercased_names, plural_slips
 from verifiers.checks import normalise
+from verifiers.derivability import Derivation, derive, evidence_for
 from verifiers.realism import end_state_violations, lazy_passes, noop_writes
 from verifiers.replay import replay
 from verifiers.types import VerifiableTask
@@ -80,7 +81,9 @@ def identify_tools(spec: DomainSpec) -> set[str]:
     return {i.tool for r in spec.users.roles for i in r.identify} if spec.users else set()
 
 
-def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
+def task_figures(engine: DomainEngine, facts: TaskFacts, derivation: Derivation | None = None) -> dict[str, Any]:
+    """One task's figures; ``derivation``: its value sources where admission already derived them (else derived
+    here from this replay, with the instruction as the user's words)."""
     spec = engine.spec
     calls = facts.gold_calls
     verifiable = VerifiableTask(facts.domain, facts.seed, calls, facts.communicate_info, facts.user,
@@ -89,6 +92,9 @@ def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
     try:
         lazy = lazy_passes(engine, verifiable, facts.request, gold)
         violations = end_state_violations(engine, calls, gold)
+        if derivation is None:
+            derivation = derive(calls, [r.output for r in gold.results], facts.communicate_info,
+                                evidence_for(spec, facts.instruction))
     finally:
         gold.close()
     said = normalise(facts.instruction)
@@ -106,6 +112,7 @@ def task_figures(engine: DomainEngine, facts: TaskFacts) -> dict[str, Any]:
         "parrot_passes": int(lazy.parrot_ours) + int(lazy.parrot_tau2),
         "short_communicate": sum(bool(BARE_SHORT.match(i)) for i in facts.communicate_info),
         "communicate_in_request": sum(normalise(i).strip() in said for i in facts.communicate_info if i.strip()),
+        "underivable_arguments": len(derivation.missing),
         "persona": facts.persona,
         "opening": " ".join(WORD.findall(facts.request.lower())[:3]),
         **language_figures(facts, spec.now),
@@ -178,7 +185,8 @@ LANGUAGE_SLIPS = ("greeting_clock_contradictions", "doubled_words", "doubled_joi
 AUDIT_COLUMNS = ("domain", "converted", "tasks", "identified_share", "policy_hinged_share", "forbidden_share",
                  "staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
                  "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
-                 "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas", *LANGUAGE_SLIPS,
+                 "underivable_arguments", "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas",
+                 *LANGUAGE_SLIPS,
                  "clause_skeletons", "request_clauses", "top_skeleton_share", "top_skeleton", *OUTCOME_COLUMNS,
                  "unwritten_rule_decisions")
 
@@ -205,6 +213,8 @@ def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -
         "parrot_passes": sum(f["parrot_passes"] for f in figures),
         "short_communicate": sum(f["short_communicate"] for f in figures),
         "communicate_in_request": sum(f["communicate_in_request"] for f in figures),
+        # tasks with a gold value that has no source (figures of older records lack it: counted as 0)
+        "underivable_arguments": sum(bool(f.get("underivable_arguments")) for f in figures),
         "top_opening_share": round(top_n / n, 4) if n else 0.0, "top_opening": top,
         "distinct_bigrams": len(bigrams),
         "distinct_personas": len({f["persona"] for f in figures if f["persona"]}),

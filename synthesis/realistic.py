@@ -19,6 +19,7 @@ from domains.realism_spec import ACT_FOR_USER, CallTemplate, Intent, Role
 from synthesis.persona import Persona
 from synthesis.requests import Request
 from synthesis.toolgraph import ToolGraph
+from verifiers.derivability import Sources, derive, evidence_for, referenced_calls
 
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 WHOLE_SLOT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -105,6 +106,7 @@ class Realism:
         self._people: dict[str, list[dict[str, Any]]] = {}
         self._pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
         self._seeded_keys: dict[str, set[Any]] = {}
+        self.plan_derivable = True  # skip goals whose gold uses a value the user never gave nor a call returned
 
     def created_by_task(self, row: dict[str, Any]) -> bool:
         """Whether ``row`` names a record the seeded database does not hold: one the task itself created (a new
@@ -194,20 +196,22 @@ class Realism:
             if call is None:
                 return None
             calls.append(call)
+        calls_run, seen_before = tuple(calls), frozenset(seen)
         result: dict[str, Any] | None = None
         written: set[tuple[str, Any]] = set()
-        kept: list[ToolCall] = []
-        for call in calls:
+        kept: set[int] = set()
+        outputs: list[Any] = []
+        for i, call in enumerate(calls):
             got = db.call(call.name, call.arguments)
             if not got.ok:
                 return None
+            outputs.append(got.output)
             if isinstance(got.output, dict):
                 result = got.output
             written |= set(got.writes)
             if call.name in self.writes() or not got.reads <= seen:
-                kept.append(call)
+                kept.add(i)
             seen |= set(got.reads)
-        calls = kept
         say = []
         for template in outcome.say:
             text = render(template, ctx, result)
@@ -219,6 +223,11 @@ class Realism:
         known = tuple(k for k in (render(t, shown) for t in intent.knows) if k)
         if clause is None:
             return None
+        needed = self._needed(db, intent.role, person, (clause, *known), seen_before, calls_run, outputs, say)
+        if needed is None:
+            return None  # no lookup path from what this user knows: the intent is not offered to them
+        # a look-up that reads nothing new stays when a later value is read off its output (a balance, a venue)
+        calls = [c for i, c in enumerate(calls_run) if i in kept | needed]
         notes = (f"intent={intent.name}", f"outcome={outcome.name}", f"rule={outcome.rule}")  # the rule's id
         if intent.hinges_on_policy:
             notes += ("hinged",)
@@ -226,6 +235,27 @@ class Realism:
             notes += ("forbidden=role",)  # nothing to do and nothing to say: a request the role may not make
         return Request("intent", clause, tuple(calls), tuple(say), known, entities=tuple(sorted(written, key=repr)),
                        notes=notes, says=spelled_out(clause, shown))
+
+    def _needed(self, db: Database, role_name: str, person: dict[str, Any], words: tuple[str, ...],
+                seen: frozenset[tuple[str, Any]], calls: tuple[ToolCall, ...], outputs: list[Any],
+                say: list[str]) -> set[int] | None:
+        """Planning's cheap reading of the derivability check that admission makes: the positions of the calls
+        whose outputs later values are read from, or None when a value has no source. A goal may use its words,
+        the user's identification facts, what identifying the user returns, the keys of rows earlier gold calls
+        read, and what its own calls return. With the check off, nothing is needed and nothing is skipped."""
+        if not self.plan_derivable:
+            return set()
+        facts = [f for i in self.role(role_name).identify for f in (render(t, person) for t in i.facts) if f]
+        evidence = evidence_for(self.spec, " ".join([*words, *facts, self.users.person_name(person) or ""]))
+        known = Sources(evidence)
+        ident = self.role(role_name).identify[0]
+        found = bind(CallTemplate(ident.tool, ident.arguments), person)
+        if found is not None:
+            got = db.call(found.name, found.arguments)
+            known.returned("user", got.output if got.ok else None)
+        known.returned("seen", [key for _, key in sorted(seen, key=repr)])
+        derivation = derive(calls, outputs, say, evidence, known)
+        return referenced_calls(derivation.sources) if derivation.derivable else None
 
     def forbidden_for_other(self, db: Database, person: dict[str, Any], rng: random.Random,
                             intents: list[Intent]) -> Request | None:

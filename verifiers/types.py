@@ -127,6 +127,7 @@ class TaskReport:
     no_action: Check
     mutation: MutationReport
     writes: int
+    outputs: tuple[Any, ...] = ()  # what each gold call returned on replay (derivability reads them)
 
     def admissible(self, kill_threshold: float) -> tuple[bool, str]:
         if not self.gold_validity.passed:

@@ -84,6 +84,7 @@ def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> Task
                 else:
                     killed += 1
         return TaskReport(gold_validity=validity, no_action=no_action,
-                          mutation=MutationReport(total, killed, tuple(survivors), unjudged), writes=len(gold.writes))
+                          mutation=MutationReport(total, killed, tuple(survivors), unjudged), writes=len(gold.writes),
+                          outputs=tuple(r.output for r in gold.results))
     finally:
         gold.close()

@@ -34,6 +34,7 @@ class SnapshotAudit(SQLModel, table=True):
     parrot_passes: int
     short_communicate: int
     communicate_in_request: int
+    underivable_arguments: int = 0  # tasks with a gold value that has no source (verifiers/derivability.py)
     top_opening_share: float = Field(sa_type=Double)
     top_opening: str
     distinct_bigrams: int
@@ -59,7 +60,8 @@ ADDED_COLUMNS = {"greeting_clock_contradictions": "INTEGER", "doubled_words": "I
                  "doubled_joiners": "INTEGER", "plural_slips": "INTEGER", "lowercased_names": "INTEGER",
                  "clause_skeletons": "INTEGER", "request_clauses": "INTEGER", "top_skeleton_share": "DOUBLE",
                  "top_skeleton": "VARCHAR", "write_share": "DOUBLE", "refuse_all_share": "DOUBLE",
-                 "unwritten_rule_decisions": "INTEGER DEFAULT 0"}
+                 "unwritten_rule_decisions": "INTEGER DEFAULT 0",
+                 "underivable_arguments": "INTEGER DEFAULT 0"}
 
 
 def add_missing_columns(con: duckdb.DuckDBPyConnection) -> None:

@@ -43,7 +43,7 @@ HF_FEATURES = Features({
     "communicate_info": [Value("string")], "evolved_from": Value("string"), "operator": Value("string"),
     "depth": Value("int64"), "calls": Value("int64"), "distinct_tools": Value("int64"),
     "write_calls": Value("int64"), "kill_rate": Value("float64"), "tau2_json": Value("string"),
-    "verification_json": Value("string"),
+    "verification_json": Value("string"), "argument_sources_json": Value("string"),
 })
 
 
@@ -171,10 +171,13 @@ def _task_rows(con: duckdb.DuckDBPyConnection, sid: str) -> list[dict[str, Any]]
             "SELECT task_id, name, arguments_json FROM gold_calls WHERE snapshot_id = ? ORDER BY task_id, position",
             [sid]).fetchall():
         calls.setdefault(task_id, []).append({"name": name, "arguments_json": arguments_json})
+    # a warehouse written before argument sources were stored exports them as null
+    stored = {r[0] for r in con.execute("DESCRIBE tasks").fetchall()}
+    sources = "t.argument_sources_json" if "argument_sources_json" in stored else "NULL AS argument_sources_json"
     cur = con.execute(
         "SELECT t.task_id, t.domain, t.seed, t.kinds, t.instruction, t.communicate_info_json, t.evolved_from,"
-        " t.operator, t.depth, t.calls, t.distinct_tools, t.write_calls, v.kill_rate, t.tau2_json, t.verification_json"
-        " FROM tasks t LEFT JOIN verdicts v USING (snapshot_id, task_id)"
+        " t.operator, t.depth, t.calls, t.distinct_tools, t.write_calls, v.kill_rate, t.tau2_json, t.verification_json,"
+        f" {sources} FROM tasks t LEFT JOIN verdicts v USING (snapshot_id, task_id)"
         " WHERE t.snapshot_id = ? ORDER BY t.domain, t.task_id", [sid])
     names = [d[0] for d in cur.description]
     rows = []
@@ -239,7 +242,8 @@ def _card(meta: dict[str, Any], rows: list[dict[str, Any]], rejections: dict[str
         "`dataset/` is `datasets.load_from_disk`-able; `parquet/<domain>.parquet` holds the same rows per domain. "
         "`user_scenario` and `tau2_json` are JSON strings (the latter a tau2-bench Task); `gold_calls` is the "
         "ordered list of `{name, arguments_json}`; `kill_rate` is the share of gold-call mutants the verifier "
-        "rejects.", "",
+        "rejects; `argument_sources_json` says where each gold argument and each `communicate_info` value came "
+        "from (`user`, `policy`, `schema`, `call[i].<field>`, or a named rule over them).", "",
     ]
     return "\n".join(front + body)
 

@@ -82,6 +82,9 @@ class Task(SQLModel, table=True):
     # what the verifier needs besides the gold calls: criteria, user, identify_tools (VerifiableTask.contract);
     # NULL in snapshots written before it was stored
     verification_json: str | None = None
+    # where each gold argument and each communicate_info value came from (verifiers/derivability.py):
+    # {"calls": [{"name", "arguments": {arg: source}}], "communicate_info": {value: source}}; NULL before it was stored
+    argument_sources_json: str | None = None
 
 
 class TaskRule(SQLModel, table=True):

@@ -94,7 +94,7 @@ def realism_expectations() -> list[Any]:
     (``realism_frame`` adds the ``<share>_upper`` / ``<share>_lower`` columns these read)."""
     e = _gx().expectations
     zero = ("staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
-            "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
+            "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request", "underivable_arguments",
             *LANGUAGE_SLIPS, "unwritten_rule_decisions")  # every decision cites a rule the policy writes
     shares = []
     for column, (least, most) in SHARE_GATES.items():

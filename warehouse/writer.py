@@ -207,7 +207,9 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
         "tau2_json": json.dumps(r["tau2"], ensure_ascii=False, default=str),
         "source": r.get("source", "synthesised"),
         "verification_json": json.dumps(r["verification"], ensure_ascii=False, default=str)
-        if r.get("verification") else None} for r in accepted])
+        if r.get("verification") else None,
+        "argument_sources_json": json.dumps(r["argument_sources"], ensure_ascii=False, default=str)
+        if r.get("argument_sources") else None} for r in accepted])
     _insert(con, "gold_calls", [{
         "snapshot_id": sid, "task_id": r["task_id"], "position": i, "name": c["name"],
         "arguments_json": json.dumps(c["arguments"], ensure_ascii=False, sort_keys=True, default=str)}

@@ -33,9 +33,11 @@ def _identify_only_row(engine: DomainEngine) -> dict[str, Any]:
     """The audit row of one railway task (identify, then claim compensation) on ``engine``'s seeded data."""
     with engine.fresh() as db:
         email, = db.query("SELECT email FROM passengers ORDER BY passenger_id LIMIT 1")[0]
-    facts = TaskFacts("railway", (ToolCall("find_passenger_by_email", {"email": email}),), ("12.50 EUR",),
-                      "Hi. How much did I pay?", "Hi. How much did I pay?", ("hinged", "forbidden=role"), "Ana",
-                      "customer", None, ())
+        found = db.call("find_passenger_by_email", {"email": email}).output
+    said = next(str(v) for k, v in found.items() if k.endswith("_id"))  # a value the identifying call returns
+    facts = TaskFacts("railway", (ToolCall("find_passenger_by_email", {"email": email}),), (said,),
+                      "Hi. What is my passenger number?", f"Hi. What is my passenger number? your e-mail is {email}",
+                      ("hinged", "forbidden=role"), "Ana", "customer", None, ())
     figures = task_figures(engine, facts)
     row = aggregate("railway", [figures] * 3, [facts.request] * 3)
     # the shares of a healthy domain of 100 tasks: this row is about invariants, not about the share gates

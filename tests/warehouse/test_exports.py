@@ -21,7 +21,7 @@ from warehouse.reader import WarehouseError
 
 COLUMNS = {"task_id", "domain", "seed", "kinds", "instruction", "user_scenario", "gold_calls", "communicate_info",
            "evolved_from", "operator", "depth", "calls", "distinct_tools", "write_calls", "kill_rate", "tau2_json",
-           "verification_json"}
+           "verification_json", "argument_sources_json"}
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +61,27 @@ def test_hf_export_loads_with_every_published_task(warehouse: dict[str, Any]) ->
     contract = json.loads(first["verification_json"])  # what a reward needs to judge as admission did
     assert contract["criteria"] == ["execution", "fidelity", "completeness", "identification"]
     assert sum(pq.read_table(p).num_rows for p in (out / "parquet").glob("*.parquet")) == warehouse["tasks"]
+    sources = json.loads(first["argument_sources_json"])  # where each gold value came from
+    assert [c["name"] for c in sources["calls"]] == [c["name"] for c in first["gold_calls"]]
+    assert set(sources["communicate_info"]) == set(first["communicate_info"])
+
+
+def test_the_warehouse_stores_every_tasks_argument_sources(warehouse: dict[str, Any]) -> None:
+    con = duckdb.connect(str(warehouse["path"]), read_only=True)
+    try:
+        rows = con.execute("SELECT argument_sources_json, tau2_json FROM tasks WHERE snapshot_id = ?",
+                           [warehouse["snapshot_id"]]).fetchall()
+        audit = con.execute("SELECT underivable_arguments FROM snapshot_audit WHERE snapshot_id = ?",
+                            [warehouse["snapshot_id"]]).fetchall()
+    finally:
+        con.close()
+    assert rows and audit == [(0,)]
+    for stored, tau2 in rows:
+        sources = json.loads(stored)
+        values = [s for c in sources["calls"] for s in c["arguments"].values()]
+        values += list(sources["communicate_info"].values())
+        assert values and all(values)  # every value has a source
+        assert json.loads(tau2)["evaluation_criteria"]["argument_sources"] == sources
 
 
 def test_dataset_card_reports_counts_and_config(warehouse: dict[str, Any]) -> None:

@@ -1,0 +1,139 @@
+"""Derivability: every gold value has a source, each matching rule reads what a person would say, and a gold with
+an invented id is rejected as underivable_argument."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import date
+
+import pytest
+
+from domains.engine import ToolCall
+from domains.registry import get_engine
+from synthesis.generate import ShardConfig, admit_task, generate_shard
+from synthesis.realistic_tasks import base_candidate
+from synthesis.toolgraph import ToolGraph
+from verifiers.derivability import Evidence, Sources, dates_in_words, derive, referenced_calls
+
+CLOCK = "2025-05-20T12:00:00"
+POLICY = "Cancellations are free until 24 hours before departure. The current date is Tuesday 20 May 2025."
+
+
+def source(value, words: str = "", outputs: tuple = (), schema: dict | None = None):
+    known = Sources(Evidence(words, POLICY, CLOCK))
+    for i, out in enumerate(outputs):
+        known.returned(f"call[{i}]", out)
+    return known.source(value, schema)
+
+
+def test_exact_words_of_the_user_and_the_policy() -> None:
+    assert source("Edinburgh Waverley", "from Edinburgh Waverley, please") == "user"
+    assert source("24 hours") == "policy"
+    assert source("Edinburgh", "Edinburgh Waverley") == "user"  # whole words
+    assert source("Edin", "Edinburgh Waverley") is None  # never part of a word
+
+
+def test_case_and_spaced_words() -> None:
+    assert source("edinburgh waverley", "Edinburgh Waverley") == "case(user)"
+    assert source("non_refundable", "on the non refundable rate") == "spaced(user)"
+
+
+def test_date_read_in_words_with_the_clocks_year() -> None:
+    assert source("2025-09-16", "on Tuesday 16 September") == "date_in_words(user)"
+    assert source("2025-09-16", "September 16th") == "date_in_words(user)"
+    assert source("2025-05-21", "tomorrow morning") == "date_in_words(user)"
+    assert source("2026-09-16", "on 16 September") is None  # no year said: the clock's year
+
+
+def test_a_weekday_that_does_not_fit_the_clocks_year_picks_the_next() -> None:
+    assert dates_in_words("Wednesday 14 January", date(2025, 12, 20)) == {"2026-01-14"}
+    assert dates_in_words("16 September 2027", date(2025, 5, 20)) == {"2027-09-16"}
+
+
+def test_numbers_and_number_words() -> None:
+    assert source(2, "two seats, please") == "number_words(user)"
+    assert source(12.5, "I'll pay 12.50 now") == "number(user)"
+    assert source("3", "3 nights") == "user"
+    assert source(7, "two seats") is None
+
+
+def test_values_from_earlier_outputs_by_field_path() -> None:
+    rows = [{"trip_id": "TP0107", "title": "Work"}, {"trip_id": "TP0108", "title": "Summer holiday"}]
+    assert source("TP0108", "my trip 'Summer holiday'", (rows,)) == "call[0][1].trip_id"
+    assert source("16.7", "", ({"temperature_c": 16.7},)) == "number(call[0].temperature_c)"
+    assert source("09:00", "", ({"starts_at": "2025-06-19T09:00:00"},)) == "time_part(call[0].starts_at)"
+    assert source("2025-06-19", "", ({"starts_at": "2025-06-19T09:00:00"},)) == "date_part(call[0].starts_at)"
+    assert source("crystal harbor", "", ({"name": "Crystal Harbor"},)) == "case(call[0].name)"
+
+
+def test_amount_sum_and_count() -> None:
+    assert source("12.50 EUR", "", ({"total_price": 12.5},)) == "amount(call[0].total_price)"
+    lines = [{"amount": 10.25}, {"amount": 4.5}]
+    assert source(14.75, "", (lines,)) == "sum(call[0][*].amount)"
+    assert source(2, "", (lines,)) == "count(call[0])"
+    assert source("99.00 EUR", "", (lines,)) is None
+
+
+def test_schema_values_booleans_and_composites() -> None:
+    assert source("premium", "", schema={"type": "string", "enum": ["economy", "premium"]}) == "schema"
+    assert source(1, "", schema={"type": "integer", "default": 1}) == "schema"
+    assert source(True) == "schema"
+    assert source(["TP0001", "ghost"], "", ({"trip_id": "TP0001"},)) == ["call[0].trip_id", None]
+
+
+def test_derive_names_the_call_argument_and_value_and_uses_only_earlier_outputs() -> None:
+    calls = (ToolCall("find_trip", {"title": "Summer holiday"}), ToolCall("get_trip", {"trip_id": "TP0108"}),
+             ToolCall("get_trip", {"trip_id": "TP0999"}))
+    outputs = ({"trip_id": "TP0108"}, {"trip_id": "TP0108", "total": 12.5}, {"trip_id": "TP0999"})
+    got = derive(calls, outputs, ("12.50 EUR",), Evidence("my trip 'Summer holiday'", POLICY, CLOCK))
+    assert got.sources["calls"][1]["arguments"] == {"trip_id": "call[0].trip_id"}
+    assert got.sources["communicate_info"] == {"12.50 EUR": "amount(call[1].total)"}
+    assert got.missing == ("call 2 (get_trip) argument trip_id = 'TP0999'",)  # its own output does not count
+    assert got.reason().startswith("underivable_argument: call 2 (get_trip) argument trip_id = 'TP0999'")
+    assert referenced_calls(got.sources) == {0, 1}
+
+
+@pytest.fixture(scope="module")
+def weather_task():
+    graph = ToolGraph(get_engine("weather", 0))
+    import random
+
+    rng = random.Random(3)
+    for _ in range(50):
+        task = base_candidate(graph, rng, 0)
+        if task is not None and admit_task(task, graph, 0.9).ok and len(task.gold_calls) >= 2:
+            return graph, task
+    pytest.fail("no admitted weather task in 50 draws")
+
+
+def test_a_gold_with_an_invented_id_is_rejected_as_underivable(weather_task) -> None:
+    graph, task = weather_task
+    last = len(task.requests) - 1
+    goal = task.requests[last]
+    # the same look-up, on a real station id the user never said and no earlier call returned
+    stations = graph.engine.seeded_values("stations", "station_id")
+    said = {str(v) for c in task.gold_calls for v in c.arguments.values()}
+    invented = next(s for s in stations if s not in said and s not in task.instruction_text())
+    forged = replace(goal, calls=(*goal.calls, ToolCall("get_station", {"station_id": invented})))
+    bad = replace(task, requests=[*task.requests[:last], forged])
+    judged = admit_task(bad, graph, 0.0)
+    assert not judged.ok and judged.reason.startswith("underivable_argument:")
+    assert f"argument station_id = {invented!r}" in judged.reason
+
+
+def test_a_real_weather_task_has_every_value_sourced(weather_task) -> None:
+    graph, task = weather_task
+    judged = admit_task(task, graph, 0.9)
+    sources = judged.derivation.sources
+    assert judged.derivation.missing == ()
+    assert [c["name"] for c in sources["calls"]] == [c.name for c in task.gold_calls]
+    assert all(s for c in sources["calls"] for s in c["arguments"].values())
+    assert set(sources["communicate_info"]) == set(task.communicate_info)
+
+
+def test_admitted_finance_records_carry_their_sources_and_report_mode_only_records() -> None:
+    shipped = generate_shard(ShardConfig("finance", 0, 0, base_candidates=8, evolution_rounds=0))["records"]
+    accepted = [r for r in shipped if r["accepted"]]
+    assert accepted and all(r["underivable"] == [] and r["argument_sources"]["calls"] for r in accepted)
+    assert all(r["tau2"]["evaluation_criteria"]["argument_sources"] == r["argument_sources"] for r in accepted)
+    assert all(r["realism"]["underivable_arguments"] == 0 for r in accepted)

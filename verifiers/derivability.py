@@ -1,0 +1,372 @@
+"""Derivability: where every value a gold uses comes from, and which values come from nowhere.
+
+A careful agent knows the user's words (the request and the facts the user can tell when asked), the written
+policy (its clock included), the tool schemas, and what earlier calls returned. Every argument of every gold call
+and every ``communicate_info`` value must come from one of these, directly or by one named rule; a value that
+does not (an id the user never said and no call returned) teaches guessing, and the task is not admitted.
+
+A source is a short string: ``user``, ``policy``, ``schema`` or ``call[i].<path>`` (a field of call i's output,
+e.g. ``call[1][0].trip_id``), wrapped in the rule that read it when the match is not exact:
+``date_in_words(user)``, ``number_words(user)``, ``case(call[0].city)``, ``amount(call[2].total_price)``,
+``sum(call[3][*].amount)``, ``count(call[3])``. Lists and objects are derived element by element, so their
+source is a list or object of sources.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from functools import cached_property, lru_cache
+from typing import Any
+
+from domains.engine import ToolCall
+
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+          "november", "december")
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty")
+RELATIVE_DAYS = {"yesterday": -1, "today": 0, "tonight": 0, "tomorrow": 1}
+_MONTH = "(" + "|".join(MONTHS) + ")"
+_WEEKDAY = "(?:(" + "|".join(WEEKDAYS) + r"),?\s+(?:the\s+)?)?"
+_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
+DAY_MONTH = re.compile(_WEEKDAY + _ORDINAL + r"(?:\s+of)?\s+" + _MONTH + r"(?:,?\s+(\d{4}))?\b", re.IGNORECASE)
+MONTH_DAY = re.compile(_WEEKDAY + _MONTH + r"\s+" + _ORDINAL + r"\b(?:,?\s+(\d{4}))?", re.IGNORECASE)
+ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+ISO_DATETIME = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}):(\d{2})(?::\d{2})?$")
+NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
+AMOUNT = re.compile(r"^(-?\d[\d,]*(?:\.\d+)?)\s*(%|[^\W\d][\w ]*)$")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the agent may know besides call outputs: the user's words, the policy text with its clock, and each
+    tool's parameter schemas (``{tool: {parameter: schema}}``)."""
+
+    words: str
+    policy: str
+    now: str
+    parameters: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """Each value's source (``argument_sources``) and the values without one."""
+
+    sources: dict[str, Any]
+    missing: tuple[str, ...]  # "call 2 (reserve_hotel) argument trip_id = 'TP0108'"
+
+    @property
+    def derivable(self) -> bool:
+        return not self.missing
+
+    def reason(self) -> str:
+        """The rejection reason, with the first values that have no source."""
+        more = f" (and {len(self.missing) - 3} more)" if len(self.missing) > 3 else ""
+        return f"underivable_argument: {'; '.join(self.missing[:3])}{more} has no source"
+
+
+class _Text:
+    """A text with what the rules read from it, computed once: its words, numbers and dates."""
+
+    def __init__(self, name: str, text: str, clock: date):
+        self.name = name
+        self.raw = text
+        self.lower = text.lower()
+        self.clock = clock
+
+    @cached_property
+    def numbers(self) -> set[float]:
+        return {n for n in (_number(m.group(0)) for m in NUMBER.finditer(self.raw)) if n is not None}
+
+    @cached_property
+    def words(self) -> set[str]:
+        return set(re.findall(r"[a-z]+", self.lower))
+
+    @cached_property
+    def dates(self) -> set[str]:
+        return dates_in_words(self.raw, self.clock)
+
+    def has(self, phrase: str, lower: bool = False) -> bool:
+        """Whether ``phrase`` appears as a whole word or words (not inside a longer word or number)."""
+        hay, needle = (self.lower, phrase.lower()) if lower else (self.raw, phrase)
+        start = hay.find(needle)
+        while start >= 0:
+            end = start + len(needle)
+            if (start == 0 or not _word(hay[start - 1])) and (end == len(hay) or not _word(hay[end])):
+                return True
+            start = hay.find(needle, start + 1)
+        return False
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+@lru_cache(maxsize=64)
+def _policy_text(policy: str, clock: date) -> _Text:
+    """A domain's policy read once: every task of the domain shares it."""
+    return _Text("policy", policy, clock)
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _clock_date(now: str) -> date:
+    try:
+        return datetime.fromisoformat(now).date()
+    except ValueError:
+        return date.today()
+
+
+def dates_in_words(text: str, clock: date) -> set[str]:
+    """Every calendar day ``text`` names, as ISO dates: '16 September', 'Tuesday 16 September', 'September 16th,
+    2026', '2025-09-16', and 'today' / 'tomorrow' / 'yesterday' read against the clock. A day without a year is in
+    the clock's year; when a weekday is named that does not fit that year, the year before or after where it fits.
+
+    >>> sorted(dates_in_words("Tuesday 16 September or tomorrow", date(2025, 5, 20)))
+    ['2025-05-21', '2025-09-16']
+    """
+    found: set[str] = set()
+    for pattern, day_first in ((DAY_MONTH, True), (MONTH_DAY, False)):
+        for m in pattern.finditer(text):
+            weekday, a, b, year = m.groups()
+            day, month = (a, b) if day_first else (b, a)
+            read = _read_day(int(day), MONTHS.index(month.lower()) + 1, int(year) if year else None, weekday, clock)
+            if read:
+                found.add(read.isoformat())
+    for m in ISO_DAY.finditer(text):
+        found.add(m.group(0))
+    lower = text.lower()
+    for word, offset in RELATIVE_DAYS.items():
+        if re.search(rf"\b{word}\b", lower):
+            found.add((clock + timedelta(days=offset)).isoformat())
+    return found
+
+
+def _read_day(day: int, month: int, year: int | None, weekday: str | None, clock: date) -> date | None:
+    years = [year] if year else [clock.year, clock.year + 1, clock.year - 1]
+    for y in years:
+        try:
+            d = date(y, month, day)
+        except ValueError:
+            continue
+        if year or not weekday or WEEKDAYS[d.weekday()] == weekday.lower():
+            return d
+    return None
+
+
+def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Every scalar inside a call's output with its path: ``[0].trip_id``, ``.total_price``."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _walk(v, f"{path}[{i}]")
+    elif value is not None:
+        yield path, value
+
+
+def _key(value: Any) -> tuple[str, Any] | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return ("n", float(value))
+    if isinstance(value, str) and value.strip():
+        return ("s", value.strip().lower())
+    return None
+
+
+class _Outputs:
+    """What earlier calls returned, indexed by value, plus the figures computed from their lists."""
+
+    def __init__(self) -> None:
+        self.exact: dict[Any, str] = {}  # (kind, value) -> first path
+        self.cased: dict[str, str] = {}  # the exact string -> path
+        self.day: dict[str, str] = {}  # date part of a returned date-time -> path
+        self.time: dict[str, str] = {}  # its time of day, 'HH:MM' -> path
+        self.computed: dict[float, str] = {}  # sum of a list's field / count of a list -> rule(path)
+
+    def add(self, name: str, output: Any) -> None:
+        for path, value in _walk(output, name):
+            key = _key(value)
+            if key is not None:
+                self.exact.setdefault(key, path)
+            if isinstance(value, str):
+                self.cased.setdefault(value, path)
+                m = ISO_DATETIME.match(value)
+                if m:
+                    self.day.setdefault(m.group(1), path)
+                    self.time.setdefault(f"{m.group(2)}:{m.group(3)}", path)
+        for path, rows in _lists(output, name):
+            self.computed.setdefault(float(len(rows)), f"count({path})")
+            numeric = {k for r in rows if isinstance(r, dict) for k, v in r.items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            for k in sorted(numeric):
+                total = round(sum(r.get(k) or 0 for r in rows if isinstance(r, dict)), 2)
+                self.computed.setdefault(total, f"sum({path}[*].{k})")
+
+    def find(self, value: Any) -> str | None:
+        key = _key(value)
+        if key is None:
+            return None
+        if isinstance(value, str) and value in self.cased:
+            return self.cased[value]
+        if key in self.exact:
+            return self.exact[key] if not isinstance(value, str) else f"case({self.exact[key]})"
+        if isinstance(value, str) and NUMBER.fullmatch(value) and ("n", _number(value)) in self.exact:
+            return f"number({self.exact[('n', _number(value))]})"
+        if isinstance(value, str) and ISO_DATE.match(value) and value in self.day:
+            return f"date_part({self.day[value]})"
+        if isinstance(value, str) and value in self.time:
+            return f"time_part({self.time[value]})"
+        return None
+
+
+def _lists(value: Any, path: str) -> Iterator[tuple[str, list[Any]]]:
+    if isinstance(value, list):
+        yield path, value
+        for i, v in enumerate(value):
+            yield from _lists(v, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _lists(v, f"{path}.{k}")
+
+
+class Sources:
+    """The sources an agent has at one point of a gold: texts, schemas, and the outputs of calls so far."""
+
+    def __init__(self, evidence: Evidence):
+        clock = _clock_date(evidence.now)
+        self.texts = (_Text("user", evidence.words, clock), _policy_text(evidence.policy, clock))
+        self.parameters = evidence.parameters
+        self.outputs = _Outputs()
+
+    def returned(self, name: str, output: Any) -> None:
+        """Make ``output`` (of the call named ``name``, e.g. ``call[2]``) available to later values."""
+        self.outputs.add(name, output)
+
+    def source(self, value: Any, schema: dict[str, Any] | None = None) -> Any:
+        """The source of ``value`` (a string, or a list / object of sources for a list / object); None when it has
+        none. ``schema``: the parameter's JSON schema, for enum values, defaults and booleans."""
+        schema = schema or {}
+        if isinstance(value, list):
+            return [self.source(v, schema.get("items") or {}) for v in value]
+        if isinstance(value, dict):
+            props = schema.get("properties") or {}
+            return {k: self.source(v, props.get(k) or {}) for k, v in value.items()}
+        if value is None or isinstance(value, bool):
+            return "schema"
+        found = self._said(value) or self.outputs.find(value)
+        if found:
+            return found
+        if value in (schema.get("enum") or ()) or ("default" in schema and schema["default"] == value):
+            return "schema"
+        return self._computed(value)
+
+    def _said(self, value: Any) -> str | None:
+        """A value read from the user's words or the policy, by the first text rule that matches."""
+        text = value if isinstance(value, str) else _shown(value)
+        for t in self.texts:
+            if t.has(text):
+                return t.name
+        for t in self.texts:
+            if isinstance(value, str) and t.has(value, lower=True):
+                return f"case({t.name})"
+            if isinstance(value, str) and "_" in value and t.has(value.replace("_", " "), lower=True):
+                return f"spaced({t.name})"
+            if isinstance(value, str) and ISO_DATE.match(value) and value in t.dates:
+                return f"date_in_words({t.name})"
+            number = value if isinstance(value, (int, float)) else _number(value) if NUMBER.fullmatch(value) else None
+            if number is not None and float(number) in t.numbers:
+                return f"number({t.name})"
+            if number is not None and float(number).is_integer() and 0 <= number < len(NUMBER_WORDS) \
+                    and NUMBER_WORDS[int(number)] in t.words:
+                return f"number_words({t.name})"
+        return None
+
+    def _computed(self, value: Any) -> str | None:
+        """A date-time read as a day and a time, a number with its unit, or a sum or count of a returned list."""
+        if isinstance(value, str):
+            m = ISO_DATETIME.match(value)
+            if m:
+                day = self.source(m.group(1))
+                clock = f"{m.group(2)}:{m.group(3)}"
+                if day and any(t.has(clock) or t.has(clock.lstrip("0")) for t in self.texts):
+                    return f"date_time({day})"
+            m = AMOUNT.match(value.strip())
+            if m and _number(m.group(1)) is not None:
+                number = self.source(_number(m.group(1)))
+                return f"amount({number})" if number else None
+            return None
+        if isinstance(value, (int, float)):
+            return self.outputs.computed.get(round(float(value), 2))
+        return None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _missing(source: Any, where: str, value: Any) -> list[str]:
+    if source is None:
+        return [f"{where} = {value!r}"]
+    if isinstance(source, list):
+        return [m for i, s in enumerate(source) for m in _missing(s, f"{where}[{i}]", value[i])]
+    if isinstance(source, dict):
+        return [m for k, s in source.items() for m in _missing(s, f"{where}.{k}", value[k])]
+    return []
+
+
+def derive(calls: Sequence[ToolCall], outputs: Sequence[Any], communicate: Sequence[str], evidence: Evidence,
+           sources: Sources | None = None) -> Derivation:
+    """The source of every argument of ``calls`` (call i may use what calls before it returned: ``outputs[j]``,
+    j < i) and of every ``communicate`` value (which may use every output). ``sources``: a starting point that
+    already holds what the agent knew before these calls (planning a request within a task)."""
+    known = sources or Sources(evidence)
+    per_call: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for i, call in enumerate(calls):
+        schemas = evidence.parameters.get(call.name) or {}
+        args = {name: known.source(value, schemas.get(name)) for name, value in call.arguments.items()}
+        per_call.append({"name": call.name, "arguments": args})
+        for name, value in call.arguments.items():
+            missing += _missing(args[name], f"call {i} ({call.name}) argument {name}", value)
+        known.returned(f"call[{i}]", outputs[i] if i < len(outputs) else None)
+    said = {value: known.source(value) for value in communicate}
+    missing += [m for value, s in said.items() for m in _missing(s, "communicate_info", value)]
+    return Derivation({"calls": per_call, "communicate_info": said}, tuple(missing))
+
+
+CALL_REF = re.compile(r"call\[(\d+)\]")
+
+
+def referenced_calls(sources: Any) -> set[int]:
+    """The positions of the calls whose outputs some value in ``sources`` (a ``Derivation.sources``) is read from."""
+    return {int(i) for i in CALL_REF.findall(repr(sources))}
+
+
+def evidence_for(spec: Any, words: str) -> Evidence:
+    """The evidence of a task in ``spec``'s domain: ``words`` (what the user says and knows) with the spec's
+    policy text, clock and tool parameter schemas."""
+    return Evidence(words, spec.policy, spec.now, _parameters(spec))
+
+
+_PARAMETERS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+
+
+def _parameters(spec: Any) -> dict[str, dict[str, Any]]:
+    key = (spec.name, spec.spec_hash)
+    if key not in _PARAMETERS:
+        _PARAMETERS[key] = {t.name: dict(t.parameters.get("properties") or {}) for t in spec.tools}
+    return _PARAMETERS[key]
