@@ -23,16 +23,6 @@ from verifiers.verify import verify
 from warehouse.exports import tau2_problems
 
 CONVERTED = tuple(d for d in DOMAIN_NAMES if get_spec(d).intents)  # specs with users and intents
-# issue 15: these specs' golds use values the user never gave (no lookup call); the derivability check now skips or
-# rejects those tasks, so the domains fall short until their specs add the lookups. Remove once they pass (XPASS).
-AWAITING_LOOKUPS: set[str] = set()
-
-
-def _awaiting_lookups(request: pytest.FixtureRequest, domain: str) -> None:
-    if domain in AWAITING_LOOKUPS:
-        request.applymarker(pytest.mark.xfail(reason=f"{domain}'s spec lacks lookup calls (issue 15)", strict=False))
-
-
 @cache
 def _accepted(domain: str) -> tuple[dict[str, Any], ...]:
     recs: list[dict[str, Any]] = []
@@ -42,8 +32,7 @@ def _accepted(domain: str) -> tuple[dict[str, Any], ...]:
 
 
 @pytest.mark.parametrize("domain", CONVERTED)
-def test_audit_figures_of_a_converted_domain_meet_the_gate(request: pytest.FixtureRequest, domain: str) -> None:
-    _awaiting_lookups(request, domain)
+def test_audit_figures_of_a_converted_domain_meet_the_gate(domain: str) -> None:
     accepted = _accepted(domain)
     row = aggregate(domain, [r["realism"] for r in accepted], [r["request"] for r in accepted])
     assert row["converted"] and row["tasks"] >= 60
@@ -73,8 +62,7 @@ def test_every_task_has_one_identified_user_who_knows_no_internal_ids(domain: st
 
 @pytest.mark.parametrize(("domain", "staff_tool"), [("weather", "find_forecaster_by_email"),
                                                    ("medicine", "find_doctor_by_name_and_licence")])
-def test_staff_tasks_identify_the_clinician_or_forecaster_and_do_staff_work(request: pytest.FixtureRequest, domain: str, staff_tool: str) -> None:
-    _awaiting_lookups(request, domain)
+def test_staff_tasks_identify_the_clinician_or_forecaster_and_do_staff_work(domain: str, staff_tool: str) -> None:
     spec = get_engine(domain).spec
     staff = [r for r in _accepted(domain) if r["role"] == "staff"]
     assert staff, "no staff task was published"
@@ -85,8 +73,7 @@ def test_staff_tasks_identify_the_clinician_or_forecaster_and_do_staff_work(requ
 
 
 @pytest.mark.parametrize("domain", CONVERTED)
-def test_the_same_request_leads_to_a_write_or_a_refusal_by_the_data(request: pytest.FixtureRequest, domain: str) -> None:
-    _awaiting_lookups(request, domain)
+def test_the_same_request_leads_to_a_write_or_a_refusal_by_the_data(domain: str) -> None:
     outcomes: dict[str, set[str]] = {}
     for rec in _accepted(domain):
         notes = rec["notes"]
