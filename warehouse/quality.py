@@ -68,9 +68,10 @@ SHARE_GATES: dict[str, tuple[float | None, float | None]] = {
 }
 # the sample a share is counted over, where it is not the domain's tasks
 SHARE_SAMPLE = {"top_skeleton_share": "request_clauses"}
-# A "top" share is the largest of many categories' shares, which a small sample biases upwards (in 12 clauses one
-# repeat is already 17%): such shares are judged, with the same bound, only from this sample size on.
-MIN_SAMPLE_FOR_TOP_SHARE = 100
+# Shares are judged, with the bound, only from this sample size on: a "top" share is the largest of many
+# categories' shares, which a small sample biases upwards (in 12 clauses one repeat is already 17%), and a handful of
+# tasks whose evolved children keep their parent's forbidden request says little about a domain's mix.
+MIN_SAMPLE_FOR_SHARE = 100
 
 
 def wilson_bounds(share: float, tasks: int, z: float = CONFIDENCE_Z) -> tuple[float, float]:
@@ -114,7 +115,7 @@ def realism_frame(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> pd.DataFr
     frame = con.execute("SELECT * FROM snapshot_audit WHERE snapshot_id = ? AND converted", [snapshot_id]).df()
     for column in SHARE_GATES:
         sample = frame[SHARE_SAMPLE.get(column, "tasks")].fillna(0)
-        bounds = [(0.0, 1.0) if column.startswith("top_") and n < MIN_SAMPLE_FOR_TOP_SHARE
+        bounds = [(0.0, 1.0) if n < MIN_SAMPLE_FOR_SHARE
                   else wilson_bounds(float(share), int(n)) for share, n in zip(frame[column].fillna(0.0), sample)]
         frame[f"{column}_lower"] = [lower for lower, _ in bounds]
         frame[f"{column}_upper"] = [upper for _, upper in bounds]

@@ -11,12 +11,13 @@ from train.tools import LocalSearchTool, domain_index
 from train.tools.search import domain_documents, policy_sentences
 
 
-def policy_doc_with(domain: str, phrase: str) -> str:
-    """The id of the one policy sentence containing ``phrase`` (expectations follow the spec, not fixed ids)."""
-    ids = [d.doc_id for d in domain_documents(get_spec(domain))
-           if d.doc_id.startswith("policy#") and phrase in d.text]
-    assert len(ids) == 1, (phrase, ids)
-    return ids[0]
+def policy_docs_with(domain: str, phrase: str) -> set[str]:
+    """The ids of the policy sentences containing ``phrase``: the prose and, where it states a decision's rule, the
+    rule list (expectations follow the spec, not fixed ids)."""
+    ids = {d.doc_id for d in domain_documents(get_spec(domain))
+           if d.doc_id.startswith("policy#") and phrase in d.text}
+    assert 1 <= len(ids) <= 2, (phrase, ids)
+    return ids
 
 
 def cited(domain: str, query: str, k: int = 3) -> list[str]:
@@ -34,7 +35,7 @@ def cited(domain: str, query: str, k: int = 3) -> list[str]:
     ("weather", "Can I record an observation for a station that is not active?", "only be recorded for active"),
 ])
 def test_policy_questions_cite_the_rule(domain: str, query: str, phrase: str):
-    assert policy_doc_with(domain, phrase) in cited(domain, query)
+    assert policy_docs_with(domain, phrase) & set(cited(domain, query))
 
 
 def test_tool_and_table_docs_are_found():
