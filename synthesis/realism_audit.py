@@ -159,8 +159,8 @@ def unwritten_rule_decisions(spec: DomainSpec, notes: tuple[str, ...]) -> int:
 def publishable(figures: dict[str, Any]) -> tuple[bool, str]:
     """For converted domains, a task must pass every realism check to be published."""
     for name in ("staff_only_calls", "invariant_violations", "noop_writes", "empty_passes", "parrot_passes",
-                 "short_communicate", "communicate_in_request", "internal_ids"):
-        if figures[name]:
+                 "short_communicate", "communicate_in_request", "internal_ids", *LANGUAGE_SLIPS):
+        if figures.get(name):  # a wording slip is rejected here, so the gate's 0 holds for what is published
             return False, f"realism_{name}: {figures[name]}"
     if not figures["identified"]:
         return False, "realism_identified: the gold does not start by identifying the user"
