@@ -26,7 +26,7 @@ CONVERTED = tuple(d for d in DOMAIN_NAMES if get_spec(d).intents)  # specs with 
 @cache
 def _accepted(domain: str) -> tuple[dict[str, Any], ...]:
     recs: list[dict[str, Any]] = []
-    for shard in range(2):
+    for shard in range(3):  # three shards: enough bases that each policy-hinged intent shows its outcomes
         recs += generate_shard(ShardConfig(domain, 0, shard, base_candidates=24))["records"]
     return tuple(r for r in recs if r["accepted"])
 
