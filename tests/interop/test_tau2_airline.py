@@ -108,7 +108,8 @@ def test_import_shard_verifies_every_tau2_task() -> None:
 
 
 @pytest.mark.xfail(reason="issue 15: airline's golds use values no call returns (payment ids, flights); the "
-                          "derivability check rejects them until the spec adds lookups", strict=False)
+                          "derivability check rejects them until the spec adds lookups; remove the mark once it passes",
+                   strict=True)
 def test_synthesised_airline_tasks_pass_their_own_checks() -> None:
     from synthesis.generate import ShardConfig, generate_shard
 
@@ -120,7 +121,8 @@ def test_synthesised_airline_tasks_pass_their_own_checks() -> None:
 
 
 @pytest.mark.xfail(reason="issue 15: airline's golds use values no call returns (payment ids, flights); the "
-                          "derivability check rejects them until the spec adds lookups", strict=False)
+                          "derivability check rejects them until the spec adds lookups; remove the mark once it passes",
+                   strict=True)
 def test_a_synthesised_booking_verifies() -> None:
     """The spec's candidates queries build book_reservation's list-of-object arguments (flights, passengers,
     payment_methods) from the seeded data; the task passes the unchanged gate, its gold solves it, nothing does not."""
@@ -176,7 +178,8 @@ def test_candidates_respect_a_fixed_argument() -> None:
 
 
 @pytest.mark.xfail(reason="issue 15: airline's golds use values no call returns (payment ids, flights); the "
-                          "derivability check rejects them until the spec adds lookups", strict=False)
+                          "derivability check rejects them until the spec adds lookups; remove the mark once it passes",
+                   strict=True)
 def test_synthesised_airline_tasks_are_realistic() -> None:
     """Realistic airline tasks: the user is identified by the user id they give, the policy decides (the same
     cancellation request is refunded or refused by the data), the gold solves, an empty agent fails, and an agent
@@ -244,7 +247,8 @@ def test_airline_policy_only_rules_are_left_to_the_agent() -> None:
 
 
 @pytest.mark.xfail(reason="issue 15: airline's golds use values no call returns (payment ids, flights); the "
-                          "derivability check rejects them until the spec adds lookups", strict=False)
+                          "derivability check rejects them until the spec adds lookups; remove the mark once it passes",
+                   strict=True)
 def test_no_request_names_a_record_the_task_itself_creates() -> None:
     """A booking creates reservation HATHAT; a request in the same task about HATHAT (e.g. a forbidden "take a bag
     off reservation HATHAT") asks about a record the person could not have known when they asked."""
