@@ -5,8 +5,8 @@ Loads the spec, materialises seed 0, runs every tool example and prints what fal
 FK-linked tables, fewer than 6 write tools, a write tool without a precondition, a tool without both a
 passing and a failing example, an example that does not behave as declared, a failing call that changed
 the database, a forbidden request kind (``for_someone_else``, an intent the role may not ask) with fewer than
-5 phrasings, a precondition's rule without an example call, or a rule example that does not behave as its
-``checked_by`` says (a call breaking a tool-checked rule must fail, one breaking an agent-applied rule succeed).
+5 phrasings, a rule with neither an example call nor a ``no_example`` reason, or a rule example that does not
+behave as its ``checked_by`` says (a call breaking a tool-checked rule must fail, one breaking an agent-applied rule succeed).
 Exit status 1 when anything falls short, 2 for a usage error (no argument, nothing found).
 """
 
@@ -17,8 +17,9 @@ import os
 import sys
 from pathlib import Path
 
-from domains.engine import DomainEngine
+from domains.engine import DomainEngine, ToolResult
 from domains.registry import DOMAINS_DIR_ENV, TABLE5, spec_path
+from domains.realism_spec import Rule
 from domains.spec import DomainSpec, SpecError, load_spec
 
 
@@ -85,25 +86,63 @@ def shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
 
 
 def rule_shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
-    """Each rule's example breaks it on seed 0: it fails when the tools check the rule and succeeds when only the
-    agent applies it (a rule whose breach is something said, or which no seeded row can break, has none)."""
+    """Every rule has an example or says why it has none (``no_example``). The example breaks the rule on seed 0,
+    after its ``after`` calls (which must succeed): it fails when the tools check the rule, with a refusal rather
+    than a lookup miss, and succeeds, writing, when only the agent applies it. A rule a precondition checks or a
+    refusal cites is one a call can break, so "no call breaks it" is no reason for it to lack an example."""
     out = []
+    breakable = breakable_rules(spec)
     for rule in spec.rules:
         if rule.example is None:
+            if not rule.no_example:
+                out.append(f"rule {rule.id}: no example call breaking it and no no_example saying why")
+            elif rule.id in breakable and "no call breaks it" in rule.no_example:
+                out.append(f"rule {rule.id}: a precondition or a refusal shows a call can break it, yet no_example "
+                           f"says {rule.no_example!r}")
             continue
-        with engine.fresh() as db:
-            result = db.call(rule.example.tool, rule.example.arguments)
-        if rule.checked_by == "tool" and result.ok:
+        result = rule_example_result(engine, rule)
+        if isinstance(result, str):
+            out.append(f"rule {rule.id}: {result}")
+        elif rule.checked_by == "tool" and result.ok:
             out.append(f"rule {rule.id} (checked_by: tool): its example {rule.example.tool} succeeded")
-        if rule.checked_by == "agent" and not result.ok:
+        elif rule.checked_by == "tool" and "not found" in str(result.error).lower():
+            out.append(f"rule {rule.id} (checked_by: tool): its example {rule.example.tool} names a record that "
+                       f"does not exist ({result.error}); break the rule on a real one")
+        elif rule.checked_by == "agent" and not result.ok:
             out.append(f"rule {rule.id} (checked_by: agent): its example {rule.example.tool} failed: {result.error}")
+        elif rule.checked_by == "agent" and spec.tool(rule.example.tool).kind == "write" and not result.writes:
+            out.append(f"rule {rule.id} (checked_by: agent): its example {rule.example.tool} wrote nothing")
+    return out
+
+
+def rule_example_result(engine: DomainEngine, rule: Rule) -> ToolResult | str:
+    """The result of a rule's example call on a fresh seed-0 database, after its set-up calls; a string naming
+    the set-up call that failed."""
+    assert rule.example is not None
+    with engine.fresh() as db:
+        for k, call in enumerate(rule.example_after):
+            done = db.call(call.tool, call.arguments)
+            if not done.ok:
+                return f"its example's set-up call after[{k}] {call.tool} failed: {done.error}"
+        return db.call(rule.example.tool, rule.example.arguments)
+
+
+def breakable_rules(spec: DomainSpec) -> set[str]:
+    """Ids of rules a call can break: one a precondition checks, or one a refusal outcome cites in an intent
+    whose other outcomes write (so the refused request is a write some tool makes)."""
+    out = {p.rule for t in spec.tools for p in t.preconditions if p.rule}
+    for intent in spec.intents:
+        writes = [any(spec.tool(c.tool).kind == "write" for c in o.calls if spec.tool(c.tool)) for o in intent.outcomes]
+        if any(writes):
+            out |= {o.rule for o, w in zip(intent.outcomes, writes) if not w and o.rule}
     return out
 
 
 def unexampled_rules(spec: DomainSpec) -> list[str]:
-    """Ids of rules a precondition checks that declare no example call (reported, not a shortfall)."""
-    linked = {p.rule for t in spec.tools for p in t.preconditions if p.rule}
-    return [r.id for r in spec.rules if r.id in linked and r.example is None]
+    """Ids of rules a precondition checks or a refusal cites that declare no example call (each says why in
+    ``no_example``: no reachable state breaks it on seed 0)."""
+    breakable = breakable_rules(spec)
+    return [r.id for r in spec.rules if r.id in breakable and r.example is None]
 
 
 def resolve(arg: str) -> Path:
@@ -167,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in problems:
             print(f"  - {p}")
         if bare:
-            print(f"  note: rules a precondition checks with no example call on seed 0: {', '.join(bare)}")
+            print(f"  note: rules a call can break with no example on seed 0 (no_example says why): {', '.join(bare)}")
         status = max(status, int(bool(problems)))
     return status
 

@@ -86,12 +86,17 @@ class Invariant:
 @dataclass(frozen=True)
 class Rule:
     """A written rule that decides outcomes: ``checked_by`` says whether a call that breaks it fails ("tool") or
-    goes through, so that the agent must apply it ("agent"). ``example``: a call on seed 0 that breaks it."""
+    goes through, so that the agent must apply it ("agent"). ``example``: a call on seed 0 that breaks it, made
+    after the ``example_after`` calls (which set up a state the seed lacks and must succeed). A rule no call can
+    break (an answer, a price term, a change no tool makes), or which no reachable state breaks, says why in
+    ``no_example`` instead; every rule has one or the other."""
 
     id: str
     text: str
     checked_by: str
     example: CallTemplate | None = None
+    example_after: tuple[CallTemplate, ...] = ()
+    no_example: str = ""
 
 
 # rules every domain with users states (domains/policy.py renders them); a spec may not redeclare their ids
@@ -166,7 +171,9 @@ def build_users(raw: dict[str, Any] | None) -> Users | None:
 
 def build_rules(raw: list[dict[str, Any]] | None) -> tuple[Rule, ...]:
     return tuple(Rule(r["id"], " ".join(r["text"].split()), r["checked_by"],
-                      _call(r["example"]) if "example" in r else None) for r in raw or ())
+                      _call(r["example"]) if "example" in r else None,
+                      tuple(_call(c) for c in (r.get("example") or {}).get("after", ())),
+                      " ".join(str(r.get("no_example", "")).split())) for r in raw or ())
 
 
 def build_invariants(raw: list[dict[str, Any]] | None) -> tuple[Invariant, ...]:
@@ -242,13 +249,17 @@ def _rules_problems(spec: DomainSpec, tools: dict[str, Any]) -> list[str]:
         if rule.id in seen:
             out.append(f"rules[{k}].id: rule {rule.id!r} is declared twice")
         seen.add(rule.id)
-        if rule.example is not None:
-            tool = tools.get(rule.example.tool)
+        if rule.example is not None and rule.no_example:
+            out.append(f"rules[{k}]: rule {rule.id!r} has both an example and no_example; keep one")
+        calls = [("example", rule.example)] if rule.example is not None else []
+        calls += [(f"example.after[{j}]", c) for j, c in enumerate(rule.example_after)]
+        for where, call in calls:
+            tool = tools.get(call.tool)
             if tool is None:
-                out.append(f"rules[{k}].example.tool: unknown tool {rule.example.tool!r}")
+                out.append(f"rules[{k}].{where}.tool: unknown tool {call.tool!r}")
             else:
-                out += [f"rules[{k}].example.arguments.{p}: not a parameter of {tool.name}"
-                        for p in rule.example.arguments if p not in tool.param_names]
+                out += [f"rules[{k}].{where}.arguments.{p}: not a parameter of {tool.name}"
+                        for p in call.arguments if p not in tool.param_names]
     known = {r.id: r for r in (*spec.rules, *BUILTIN_RULES)}
     for i, tool in enumerate(spec.tools):
         for k, pre in enumerate(tool.preconditions):

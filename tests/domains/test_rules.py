@@ -3,9 +3,11 @@ breaking a rule the policy says the agent must apply itself goes through (so an 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from domains.check import rule_shortfalls
+from domains.check import breakable_rules, rule_example_result, rule_shortfalls
 from domains.policy import AGENT_RULES_HEADING, TOOL_RULES_HEADING, rule_line
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 
@@ -13,23 +15,43 @@ DOMAINS = sorted(set(DOMAIN_NAMES) | {"airline", "retail"})
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
-def test_every_rule_example_behaves_as_its_policy_section_says(domain: str) -> None:
+def test_every_rule_is_broken_by_its_example_as_its_policy_section_says(domain: str) -> None:
+    """Every rule of the domain is covered: its example call (after its set-up calls) fails when the policy lists
+    the rule among the tools' checks, and goes through, writing, when it lists it among the agent's own rules. A
+    rule without an example says why, and a rule a precondition checks or a refusal cites may not claim that no
+    call breaks it."""
     spec, engine = get_spec(domain), get_engine(domain, 0)
-    checked = {"tool": 0, "agent": 0}
-    for rule in (r for r in spec.rules if r.example is not None):
-        with engine.fresh() as db:
-            result = db.call(rule.example.tool, rule.example.arguments)
-            wrote = bool(result.writes)
+    breakable = breakable_rules(spec)
+    for rule in spec.rules:
+        if rule.example is None:
+            assert rule.no_example, f"{domain}: rule {rule.id} has no example call and no no_example reason"
+            assert not (rule.id in breakable and "no call breaks it" in rule.no_example), rule.id
+            continue
+        result = rule_example_result(engine, rule)
+        assert not isinstance(result, str), f"{domain}: {rule.id}: {result}"
         if rule.checked_by == "tool":
             assert not result.ok, f"{domain}: {rule.id} is listed as checked by the tools, yet its breach succeeded"
+            assert "not found" not in str(result.error).lower(), f"{domain}: {rule.id}: {result.error}"
         else:
             assert result.ok, f"{domain}: {rule.id} is listed as the agent's to apply, yet the tool refused: " \
                               f"{result.error}"
-            assert wrote or spec.tool(rule.example.tool).kind == "read"
-        checked[rule.checked_by] += 1
-    # retail's two policy-only rules need an order whose items were already modified, which seed 0 does not hold
-    assert checked["agent"] >= 1 or domain == "retail", f"{domain}: no agent rule is shown to get through the tools"
+            assert result.writes or spec.tool(rule.example.tool).kind == "read"
+    examples = [r for r in spec.rules if r.example is not None]
+    assert {"tool", "agent"} <= {r.checked_by for r in examples}, f"{domain}: both kinds of rule need a breach shown"
     assert rule_shortfalls(spec, engine) == []
+
+
+def test_a_rule_with_neither_example_nor_reason_is_a_shortfall() -> None:
+    """The check itself catches a rule that lost its example, and one that hides a breakable rule's example."""
+    spec, engine = get_spec("travel"), get_engine("travel", 0)
+    voucher = spec.rule("pay_towards_trip_voucher_limit")
+    bare = dataclasses.replace(spec, rules=tuple(dataclasses.replace(r, example=None) if r is voucher else r
+                                                 for r in spec.rules))
+    assert any("pay_towards_trip_voucher_limit: no example" in p for p in rule_shortfalls(bare, engine))
+    hidden = dataclasses.replace(spec, rules=tuple(
+        dataclasses.replace(r, example=None, no_example="an answer; no call breaks it") if r is voucher else r
+        for r in spec.rules))
+    assert any("pay_towards_trip_voucher_limit: a precondition" in p for p in rule_shortfalls(hidden, engine))
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
