@@ -4,8 +4,9 @@ the rules the agent must apply itself)."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from domains.realism_spec import Rule, Users
@@ -40,3 +41,29 @@ def policy_text(policy: str, now: str, users: Users | None, rules: tuple[Rule, .
 def rule_line(rule: Rule) -> str:
     """How the policy writes one rule: ``[id] sentence``."""
     return f"[{rule.id}] {rule.text}"
+
+
+_NOT_CHECKED = re.compile(r"tools (do|does|will) not (check|stop)|not checked by the tools|the tools let .{0,40} through",
+                          re.IGNORECASE)
+_ALL_CHECKED = re.compile(r"\b(every|each|all)\b[^.:]{0,60}\b(rule|rules|check|checks|condition|conditions)\b[^.:]{0,60}"
+                          r"\b(is|are) checked before the operation runs", re.IGNORECASE)
+
+
+def policy_contradictions(text: str, spec: Any = None) -> list[str]:
+    """What makes a policy text contradict itself about who checks the rules: a sentence saying every rule is
+    checked before the operation runs beside one saying the tools do not check some; and, given the spec, a
+    policy-only check listed among the checks the tools run, or an agent rule stated under the tools' heading."""
+    out = []
+    if _NOT_CHECKED.search(text) and _ALL_CHECKED.search(text):
+        out.append(f"says both {_ALL_CHECKED.search(text).group(0)!r} and {_NOT_CHECKED.search(text).group(0)!r}")
+    if spec is not None:
+        checked = text.split(AGENT_RULES_HEADING, 1)[0]
+        writes = text.split("## Write operations", 1)[1] if "## Write operations" in text else ""
+        for tool in spec.tools:
+            for p in tool.preconditions:
+                if p.enforced_by == "policy" and f"- {p.error}" in writes:
+                    out.append(f"{tool.name}: the policy-only check {p.error!r} is listed among the tools' checks")
+        for rule in spec.all_rules:
+            if rule.checked_by == "agent" and f"- {rule_line(rule)}" in checked:
+                out.append(f"rule {rule.id} is the agent's to apply, yet it is listed among the tools' checks")
+    return out

@@ -23,6 +23,7 @@ import duckdb
 import pytest
 
 from domains.engine import ToolCall
+from domains.policy import policy_contradictions
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 from pipeline.regenerate import RegenerateConfig, regenerate
 from warehouse.exports import export_tau2
@@ -122,6 +123,7 @@ def test_export_writes_the_package_tools_splits_and_a_dated_policy(exported: dic
         assert splits["base"] == ids and splits["test"] and splits["train"]
         assert sorted(splits["train"] + splits["test"]) == sorted(ids)
         assert f"The current date and time is {spec.now.replace('T', ' ')}." in (folder / "policy.md").read_text()
+        assert policy_contradictions((folder / "policy.md").read_text(), spec) == []
         pkg = folder / package_name(domain)
         assert (pkg / "__init__.py").exists() and (pkg / "runtime.py").exists()
         data = json.loads((pkg / "data" / "domain.json").read_text())
