@@ -5,21 +5,24 @@ Loads the spec, materialises seed 0, runs every tool example and prints what fal
 FK-linked tables, fewer than 6 write tools, a write tool without a precondition, a tool without both a
 passing and a failing example, an example that does not behave as declared, a failing call that changed
 the database, a forbidden request kind (``for_someone_else``, an intent the role may not ask) with fewer than
-5 phrasings, a rule with neither an example call nor a ``no_example`` reason, or a rule example that does not
-behave as its ``checked_by`` says (a call breaking a tool-checked rule must fail, one breaking an agent-applied rule succeed).
+5 phrasings, a rule with neither an example call nor a ``no_example`` reason, a rule example that does not
+behave as its ``checked_by`` says (a call breaking a tool-checked rule must fail, one breaking an agent-applied
+rule succeed), or a write the tools let through that leaves a declared invariant broken (unless a policy-only rule
+forbids it).
 Exit status 1 when anything falls short, 2 for a usage error (no argument, nothing found).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
 
 from domains.engine import DomainEngine, ToolResult
 from domains.registry import DOMAINS_DIR_ENV, TABLE5, spec_path
-from domains.realism_spec import Rule
+from domains.realism_spec import CallTemplate, Rule
 from domains.spec import DomainSpec, SpecError, load_spec
 
 
@@ -82,7 +85,7 @@ def shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
             if result.ok and tool.kind == "write" and not result.writes:
                 out.append(f"tool {tool.name} example {k}: a write call that wrote no row")
             db.close()
-    return out + rule_shortfalls(spec, engine)
+    return out + rule_shortfalls(spec, engine) + invariant_breaking_writes(spec, engine)
 
 
 def rule_shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
@@ -135,6 +138,40 @@ def breakable_rules(spec: DomainSpec) -> set[str]:
         writes = [any(spec.tool(c.tool).kind == "write" for c in o.calls if spec.tool(c.tool)) for o in intent.outcomes]
         if any(writes):
             out |= {o.rule for o, w in zip(intent.outcomes, writes) if not w and o.rule}
+    return out
+
+
+def invariant_breaking_writes(spec: DomainSpec, engine: DomainEngine) -> list[str]:
+    """Writes the tools let through that leave a declared invariant broken on seed 0. Each write tool's passing
+    examples and each agent rule's example are run (after its set-up calls) and the invariants evaluated; a new
+    violation is a shortfall unless the call breaks a policy-only precondition (a rule the agent must apply,
+    whose breach the state check is there to catch). The fix is a precondition the tools check, with its rule."""
+    from domains.invariants import violations  # local: invariants imports the seeder, which check need not load
+
+    strict = DomainEngine(dataclasses.replace(spec, tools=tuple(dataclasses.replace(t, preconditions=tuple(
+        dataclasses.replace(p, enforced_by="tool") for p in t.preconditions)) for t in spec.tools)), 0)
+    runs: list[tuple[str, tuple[CallTemplate, ...], CallTemplate]] = []
+    for tool in (t for t in spec.tools if t.kind == "write"):
+        runs += [(f"tool {tool.name} example {k}", (), CallTemplate(tool.name, ex["arguments"]))
+                 for k, ex in enumerate(tool.examples) if ex["expect"] == "ok"]
+    runs += [(f"rule {r.id}'s example", r.example_after, r.example) for r in spec.rules
+             if r.example is not None and spec.tool(r.example.tool).kind == "write"]
+    with engine.fresh() as db:
+        before = {name: set(keys) for name, keys in violations(db.conn, spec).items()}
+    out = []
+    for label, setup, call in runs:
+        with engine.fresh() as db:
+            if not all(db.call(c.tool, c.arguments).ok for c in setup) or not db.call(call.tool, call.arguments).ok:
+                continue
+            broken = {n: sorted(set(k) - before[n], key=str) for n, k in violations(db.conn, spec).items()}
+        broken = {n: k for n, k in broken.items() if k}
+        if not broken:
+            continue
+        with strict.fresh() as db:
+            if all(db.call(c.tool, c.arguments).ok for c in setup) and not db.call(call.tool, call.arguments).ok:
+                continue  # a policy-only rule stops it: the agent's mistake, which the state check catches
+        out += [f"{label}: {call.tool} succeeds and breaks invariant {n} (rows {', '.join(map(str, k[:3]))}); "
+                f"add a precondition the tools check" for n, k in broken.items()]
     return out
 
 

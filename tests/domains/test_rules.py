@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from domains.check import breakable_rules, rule_example_result, rule_shortfalls
+from domains.check import breakable_rules, invariant_breaking_writes, rule_example_result, rule_shortfalls
+from domains.engine import DomainEngine
 from domains.policy import AGENT_RULES_HEADING, TOOL_RULES_HEADING, rule_line
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 
@@ -93,3 +94,43 @@ def test_a_refund_23_hours_before_departure_goes_through_and_the_policy_says_so(
                              "'booked' AND s.status != 'cancelled' AND t.departure_at > :now AND t.departure_at <= "
                              "strftime('%Y-%m-%dT%H:%M:%S', :now, '+47 hours') LIMIT 1", {"now": spec.now})[0]
         assert db.call("refund_ticket", {"ticket_id": ticket}).ok
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_no_write_the_tools_let_through_breaks_a_declared_invariant(domain: str) -> None:
+    """Each write tool's passing examples and each rule's breach, run on seed 0, keep every invariant, unless a
+    rule the agent must apply forbids the call (then the state check is what catches the agent's mistake)."""
+    assert invariant_breaking_writes(get_spec(domain), get_engine(domain, 0)) == []
+
+
+@pytest.mark.parametrize(("domain", "tool", "rule_id", "invariant"), [
+    ("railway", "report_delay", "report_delay_on_the_day", "delay_has_happened"),
+    ("education", "assign_instructor", "section_taught_in_its_department", "section_taught_in_its_department"),
+    ("education", "create_section", "section_taught_in_its_department", "section_taught_in_its_department"),
+])
+def test_the_engine_refuses_a_write_that_would_break_an_invariant(domain: str, tool: str, rule_id: str,
+                                                                  invariant: str) -> None:
+    """A delay on a service that does not run today, and a section taught outside the course's department, are
+    refused by the tools, the policy says so among the tools' checks; without that precondition the scan finds the
+    write that breaks the invariant."""
+    spec, engine = get_spec(domain), get_engine(domain, 0)
+    rule = spec.rule(rule_id)
+    assert rule is not None and rule.checked_by == "tool"
+    assert f"- {rule_line(rule)}" in spec.policy.split(TOOL_RULES_HEADING, 1)[1].split(AGENT_RULES_HEADING, 1)[0]
+    assert any(p.rule == rule_id for p in spec.tool(tool).preconditions)
+    without = tuple(p for p in spec.tool(tool).preconditions if p.rule != rule_id)
+    loose_spec = dataclasses.replace(spec, tools=tuple(
+        dataclasses.replace(t, preconditions=without) if t.name == tool else t for t in spec.tools))
+    loose = DomainEngine(loose_spec, 0)
+    breaches = []
+    for ex in (e for e in spec.tool(tool).examples if e["expect"] == "error"):
+        with engine.fresh() as db, loose.fresh() as db_loose:
+            if not db.call(tool, ex["arguments"]).ok and db_loose.call(tool, ex["arguments"]).ok:
+                breaches.append({"arguments": ex["arguments"], "expect": "ok"})
+    assert breaches, f"no failing example of {tool} is refused by {rule_id} alone"
+    # without the precondition, the breach is a passing call: the scan sees it leave the invariant broken
+    loose_spec = dataclasses.replace(loose_spec, tools=tuple(
+        dataclasses.replace(t, examples=t.examples + tuple(breaches)) if t.name == tool else t
+        for t in loose_spec.tools))
+    found = invariant_breaking_writes(loose_spec, DomainEngine(loose_spec, 0))
+    assert any(f"breaks invariant {invariant}" in f for f in found), found
