@@ -40,7 +40,8 @@ def policy_text(policy: str, now: str, users: Users | None, rules: tuple[Rule, .
 
 def rule_line(rule: Rule) -> str:
     """How the policy writes one rule: ``[id] sentence``."""
-    return f"[{rule.id}] {rule.text}"
+    text = f"[{rule.id}] {rule.text}"
+    return f"{text} {rule.alternative.sentence()}" if rule.alternative is not None else text
 
 
 _NOT_CHECKED = re.compile(r"tools (do|does|will) not (check|stop)|not checked by the tools|the tools let .{0,40} through",

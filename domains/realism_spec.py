@@ -84,6 +84,27 @@ class Invariant:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """The allowed change beside a refusal by a numeric limit (a smaller amount, fewer seats): ``what`` it is, in
+    the policy's words; ``offer``: whether the agent offers it (the user declines, so the gold still refuses) or
+    leaves it for the user to ask; ``say``: the limit as every refusal's gold says it (a say template)."""
+
+    what: str
+    offer: bool
+    say: str
+
+    def sentence(self) -> str:
+        if self.offer:
+            return f"Over the limit, say the limit and offer {self.what} instead; make it only if the user accepts."
+        return f"Over the limit, refuse and say the limit; do not offer {self.what}: the user may ask for it."
+
+    def declined(self) -> str:
+        """The known fact a user gets when the agent offers the alternative: they turn it down. It names no
+        amount, so what the agent must say (the limit) stays out of what the user knows."""
+        return "if the agent offers you a different change instead, you decline it: you want only what you asked for"
+
+
+@dataclass(frozen=True)
 class Rule:
     """A written rule that decides outcomes: ``checked_by`` says whether a call that breaks it fails ("tool") or
     goes through, so that the agent must apply it ("agent"). ``example``: a call on seed 0 that breaks it, made
@@ -97,6 +118,7 @@ class Rule:
     example: CallTemplate | None = None
     example_after: tuple[CallTemplate, ...] = ()
     no_example: str = ""
+    alternative: Alternative | None = None  # a limit's allowed alternative, and whether the agent offers it
 
 
 # rules every domain with users states (domains/policy.py renders them); a spec may not redeclare their ids
@@ -108,7 +130,8 @@ ROLE_LIMITS = Rule("role_may_not_ask",
 NO_UNASKED_ALTERNATIVE = Rule(
     "no_unasked_alternative",
     "When a rule stops a request, say which rule and why; do not propose or make a different change the user did "
-    "not ask for (a smaller amount, another seat, another date): the user may ask for one.", "agent")
+    "not ask for (a smaller amount, another seat, another date), unless that rule says the agent offers one: the "
+    "user may ask for one.", "agent")
 BUILTIN_RULES = (ACT_FOR_USER, ROLE_LIMITS, NO_UNASKED_ALTERNATIVE)
 
 
@@ -173,7 +196,9 @@ def build_rules(raw: list[dict[str, Any]] | None) -> tuple[Rule, ...]:
     return tuple(Rule(r["id"], " ".join(r["text"].split()), r["checked_by"],
                       _call(r["example"]) if "example" in r else None,
                       tuple(_call(c) for c in (r.get("example") or {}).get("after", ())),
-                      " ".join(str(r.get("no_example", "")).split())) for r in raw or ())
+                      " ".join(str(r.get("no_example", "")).split()),
+                      Alternative(" ".join(r["alternative"]["what"].split()), bool(r["alternative"]["offer"]),
+                                  r["alternative"]["say"]) if "alternative" in r else None) for r in raw or ())
 
 
 def build_invariants(raw: list[dict[str, Any]] | None) -> tuple[Invariant, ...]:
@@ -260,6 +285,16 @@ def _rules_problems(spec: DomainSpec, tools: dict[str, Any]) -> list[str]:
             else:
                 out += [f"rules[{k}].{where}.arguments.{p}: not a parameter of {tool.name}"
                         for p in call.arguments if p not in tool.param_names]
+    for k, rule in enumerate(spec.rules):
+        if rule.alternative is None:
+            continue
+        refusals = [o for i in spec.intents for o in i.outcomes if o.rule == rule.id
+                    and not any(tools.get(c.tool) is not None and tools[c.tool].kind == "write" for c in o.calls)]
+        if not refusals:
+            out.append(f"rules[{k}].alternative: no outcome refuses by rule {rule.id!r}; an alternative goes beside "
+                       f"a refusal")
+        out += [f"rules[{k}].alternative.say: an outcome refusing by {rule.id!r} says {list(o.say)}, not the limit "
+                f"{rule.alternative.say!r}" for o in refusals if rule.alternative.say not in o.say]
     known = {r.id: r for r in (*spec.rules, *BUILTIN_RULES)}
     for i, tool in enumerate(spec.tools):
         for k, pre in enumerate(tool.preconditions):

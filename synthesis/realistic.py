@@ -228,6 +228,9 @@ class Realism:
             return None  # no lookup path from what this user knows: the intent is not offered to them
         # a look-up that reads nothing new stays when a later value is read off its output (a balance, a venue)
         calls = [c for i, c in enumerate(calls_run) if i in kept | needed]
+        rule = self.spec.rule(outcome.rule)
+        if rule is not None and rule.alternative is not None and rule.alternative.offer and not written:
+            known += (rule.alternative.declined(),)  # the policy has the agent offer it; this user turns it down
         notes = (f"intent={intent.name}", f"outcome={outcome.name}", f"rule={outcome.rule}")  # the rule's id
         if intent.hinges_on_policy:
             notes += ("hinged",)

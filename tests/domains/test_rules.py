@@ -4,6 +4,7 @@ breaking a rule the policy says the agent must apply itself goes through (so an 
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 
@@ -11,6 +12,10 @@ from domains.check import breakable_rules, invariant_breaking_writes, rule_examp
 from domains.engine import DomainEngine
 from domains.policy import AGENT_RULES_HEADING, TOOL_RULES_HEADING, rule_line
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
+from domains.spec import DomainSpec
+from synthesis.realistic import render
+from synthesis.realistic_tasks import realism_for
+from synthesis.toolgraph import ToolGraph
 
 DOMAINS = sorted(set(DOMAIN_NAMES) | {"airline", "retail"})
 
@@ -134,3 +139,50 @@ def test_the_engine_refuses_a_write_that_would_break_an_invariant(domain: str, t
         for t in loose_spec.tools))
     found = invariant_breaking_writes(loose_spec, DomainEngine(loose_spec, 0))
     assert any(f"breaks invariant {invariant}" in f for f in found), found
+
+
+ALTERNATIVES = [("travel", "pay_towards_trip_voucher_limit", "voucher_limit", False),
+                ("travel", "book_seats_group", "group", False),
+                ("travel", "pay_towards_trip_pay", "too_much", True),
+                ("education", "pay_tuition_card_limit", "card_limit", True),
+                ("education", "more_seats_lab_limit", "lab_limit", False),
+                ("medicine", "pay_towards_balance_pay", "over", True)]
+
+
+@pytest.mark.parametrize(("domain", "rule_id", "outcome_name", "offer"), ALTERNATIVES)
+def test_a_limit_says_whether_the_agent_offers_the_allowed_alternative_and_the_gold_follows(
+        domain: str, rule_id: str, outcome_name: str, offer: bool) -> None:
+    """The policy states, beside the limit, whether the agent offers the smaller change. The gold of a refusal by
+    it says the limit and writes nothing; where the agent offers, the task's user declines the offer (a known
+    fact the scripted user gives when asked), so refusing is still the whole of the right answer."""
+    spec = get_spec(domain)
+    rule = spec.rule(rule_id)
+    assert rule is not None and rule.alternative is not None and rule.alternative.offer is offer
+    line = f"- {rule_line(rule)}"
+    assert line in spec.policy and rule.alternative.what in line
+    assert ("and offer" in line) is offer and ("do not offer" in line) is (not offer)
+    graph = ToolGraph(get_engine(domain, 0))
+    realism = realism_for(graph)
+    (intent,) = [i for i in spec.intents if i.outcome(outcome_name) and i.outcome(outcome_name).rule == rule_id]
+    made = None
+    for person, row in realism.pairs(intent):
+        if row.get("outcome") == outcome_name:
+            with graph.engine.fresh() as db:
+                made = realism.intent_request(db, intent, person, row, random.Random(0))
+            if made is not None:
+                break
+    assert made is not None, f"{domain}: no {outcome_name} task could be made"
+    assert not [c for c in made.calls if spec.tool(c.name).kind == "write"]
+    limit = render(rule.alternative.say, {**person, **row})
+    assert limit and limit in made.communicate
+    assert (rule.alternative.declined() in made.known) is offer
+
+
+def test_an_alternative_whose_refusal_does_not_say_the_limit_is_refused() -> None:
+    from domains.realism_spec import Alternative, _rules_problems  # the loader's own check
+    spec = get_spec("travel")
+    wrong = dataclasses.replace(spec, rules=tuple(
+        dataclasses.replace(r, alternative=Alternative("a smaller voucher payment", False, "150.00 EUR"))
+        if r.id == "pay_towards_trip_voucher_limit" else r for r in spec.rules))
+    problems = _rules_problems(wrong, {t.name: t for t in wrong.tools})
+    assert any("alternative.say" in p and "150.00 EUR" in p for p in problems), problems
