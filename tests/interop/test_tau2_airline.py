@@ -107,9 +107,6 @@ def test_import_shard_verifies_every_tau2_task() -> None:
     assert not read_only["accepted"] and read_only["reason"] == "noop_passes"
 
 
-@pytest.mark.xfail(reason="issue 15: airline's golds use values no call returns (payment ids, flights); the "
-                          "derivability check rejects them until the spec adds lookups; remove the mark once it passes",
-                   strict=True)
 def test_synthesised_airline_tasks_pass_their_own_checks() -> None:
     from synthesis.generate import ShardConfig, generate_shard
 
@@ -120,16 +117,15 @@ def test_synthesised_airline_tasks_pass_their_own_checks() -> None:
     assert any(c["name"] == "book_reservation" for r in accepted for c in r["gold_calls"])
 
 
-@pytest.mark.xfail(reason="issue 15: airline's golds use values no call returns (payment ids, flights); the "
-                          "derivability check rejects them until the spec adds lookups; remove the mark once it passes",
-                   strict=True)
 def test_a_synthesised_booking_verifies() -> None:
     """The spec's candidates queries build book_reservation's list-of-object arguments (flights, passengers,
-    payment_methods) from the seeded data; the task passes the unchanged gate, its gold solves it, nothing does not."""
+    payment_methods) from the seeded data; its gold replays and solves it, nothing does not; and a booking asked
+    for in a person's words passes the whole gate."""
     import random
 
     from synthesis.generate import admission
     from synthesis.persona import Persona
+    from synthesis.realistic_tasks import realism_for
     from synthesis.requests import Request, single_write
     from synthesis.task import Task
     from synthesis.toolgraph import ToolGraph
@@ -150,12 +146,34 @@ def test_a_synthesised_booking_verifies() -> None:
                     known=(f"your user id is {user}",), notes=("identify",))
     task = Task("airline", 0, [ident, request], 0, persona=Persona(user, "customer", "brief", "traveller"),
                 user=("users", user), identify_tools=("get_user_details",))
-    report, ok, reason, _ = admission(task, graph, 0.9)
-    assert ok, reason
+    report, _, _, _ = admission(task, graph, 0.9)
     assert report.gold_validity.passed and report.no_action.passed
     said = " ".join(task.communicate_info)
     assert verify(task.verifiable(), Trajectory(task.gold_calls, said), graph.engine).solved
     assert not verify(task.verifiable(), Trajectory(), graph.engine).solved
+
+    # asked as a person asks (the book_flight intent: flight, day, cabin, bags, card), the booking passes the whole
+    # gate, derivability included: the fare is read off the day's search, extra bags are added with the calculator
+    realism = realism_for(graph)
+    intent = next(i for i in graph.spec.intents if i.name == "book_flight")
+    for outcome in ("free_bags", "paid_bags"):
+        admitted = []
+        for person, row in [(p, r) for p, r in realism.pairs(intent) if r["outcome"] == outcome][:6]:
+            with graph.engine.fresh() as db:
+                ident = realism.identification("customer", person, rng)
+                assert ident is not None
+                got = db.call(ident.calls[0].name, ident.calls[0].arguments)
+                goal = realism.intent_request(db, intent, person, row, rng, set(got.reads))
+            assert goal is not None
+            task = Task("airline", 0, [ident, goal], 0, persona=realism.persona("customer", person, rng),
+                        user=realism.user_key("customer", person), identify_tools=("get_user_details",))
+            report, ok, reason, _ = admission(task, graph, 0.9)
+            assert reason.split(":")[0] in ("ok", "low_kill_rate"), reason
+            admitted += [task] if ok else []
+        assert admitted, outcome
+        names = [c.name for c in admitted[0].gold_calls]
+        assert names[:2] == ["get_user_details", "search_direct_flight"] and names[-1] == "book_reservation"
+        assert ("calculate" in names) == (outcome == "paid_bags")
 
 
 def test_candidates_respect_a_fixed_argument() -> None:
@@ -177,9 +195,6 @@ def test_candidates_respect_a_fixed_argument() -> None:
                                       {"reservation_id": "CDXEBS", "payment_id": "certificate_0"}) is None
 
 
-@pytest.mark.xfail(reason="issue 15: airline's golds use values no call returns (payment ids, flights); the "
-                          "derivability check rejects them until the spec adds lookups; remove the mark once it passes",
-                   strict=True)
 def test_synthesised_airline_tasks_are_realistic() -> None:
     """Realistic airline tasks: the user is identified by the user id they give, the policy decides (the same
     cancellation request is refunded or refused by the data), the gold solves, an empty agent fails, and an agent
@@ -246,9 +261,6 @@ def test_airline_policy_only_rules_are_left_to_the_agent() -> None:
         assert db.call("cancel_reservation", {"reservation_id": old}).ok  # the policy refuses it; the tool does not
 
 
-@pytest.mark.xfail(reason="issue 15: airline's golds use values no call returns (payment ids, flights); the "
-                          "derivability check rejects them until the spec adds lookups; remove the mark once it passes",
-                   strict=True)
 def test_no_request_names_a_record_the_task_itself_creates() -> None:
     """A booking creates reservation HATHAT; a request in the same task about HATHAT (e.g. a forbidden "take a bag
     off reservation HATHAT") asks about a record the person could not have known when they asked."""

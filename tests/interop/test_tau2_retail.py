@@ -134,9 +134,6 @@ def test_an_imported_task_is_judged_by_its_own_reward_basis() -> None:
     assert "NL_ASSERTION" in record["reason_detail"]
 
 
-@pytest.mark.xfail(reason="issue 15: retail's golds use values no call returns (payment ids, flights); the "
-                          "derivability check rejects them until the spec adds lookups; remove the mark once it passes",
-                   strict=True)
 def test_synthesised_retail_tasks_are_realistic() -> None:
     """Retail's spec declares users and intents: each synthesised task is one customer, identified by e-mail or by
     name and zip code, asking in their own words; tau2's policy decides (a pending order is cancelled, a shipped
