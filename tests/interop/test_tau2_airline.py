@@ -278,3 +278,54 @@ def test_no_request_names_a_record_the_task_itself_creates() -> None:
         booked += bool(created)
         assert not any(str(pk) in r["request"] for pk in created), (r["task_id"], created, r["request"])
     assert booked, "no task booked: the check above tested nothing"
+
+
+def _unsourced(sources: object) -> bool:
+    if isinstance(sources, dict):
+        return any(_unsourced(v) for v in sources.values())
+    if isinstance(sources, list):
+        return any(_unsourced(v) for v in sources)
+    return sources is None
+
+
+def test_synthesised_airline_golds_have_every_value_sourced() -> None:
+    """Planned without the check (report mode), every gold argument and value to say has a source: payment ids and
+    passengers from get_user_details, flights from get_reservation_details, fares from the day's search, flight
+    status from get_flight_status, per-passenger amounts from the calculator."""
+    from synthesis.generate import ShardConfig, generate_shard
+
+    records = generate_shard(ShardConfig("airline", 0, 1, base_candidates=24, derivability="report"))["records"]
+    accepted = [r for r in records if r["accepted"]]
+    assert len(accepted) >= 30
+    for rec in accepted:
+        assert rec["underivable"] == [] and not _unsourced(rec["argument_sources"]), rec["underivable"]
+    shown = repr([r["argument_sources"] for r in accepted])
+    for path in (".payment_methods.", ".flights[", "expression("):
+        assert path in shown, path
+
+
+def test_a_calculation_is_not_judged_by_mutation() -> None:
+    """Compensation is 100 dollars a passenger, worked out with calculate: the gold keeps the call, and mutants that
+    drop it are not counted (no state or read check can see a calculation), so the task keeps its kill rate."""
+    import random
+
+    from synthesis.realistic_tasks import realism_for
+    from synthesis.task import Task
+    from synthesis.toolgraph import ToolGraph
+    from verifiers.verify import check_task
+
+    graph = ToolGraph(get_engine("airline"))
+    realism, rng = realism_for(graph), random.Random(3)
+    intent = next(i for i in graph.spec.intents if i.name == "cancelled_flight_compensation")
+    person, row = next((p, r) for p, r in realism.pairs(intent) if r["outcome"] == "compensate")
+    with graph.engine.fresh() as db:
+        ident = realism.identification("customer", person, rng)
+        assert ident is not None
+        got = db.call(ident.calls[0].name, ident.calls[0].arguments)
+        goal = realism.intent_request(db, intent, person, row, rng, set(got.reads))
+    assert goal is not None and [c.name for c in goal.calls][-2:] == ["calculate", "send_certificate"]
+    task = Task("airline", 0, [ident, goal], 0, persona=realism.persona("customer", person, rng),
+                user=realism.user_key("customer", person), identify_tools=("get_user_details",))
+    report = check_task(task.verifiable(), graph.engine)
+    assert report.mutation.unjudged >= 1 and not any("calculate" in s for s in report.mutation.survivors)
+    assert report.mutation.kill_rate >= 0.9
