@@ -350,8 +350,7 @@ class Database:
             guard.leave()
         names = [d[0] for d in description]
         rows = [dict(zip(names, r)) for r in fetched]
-        reads = {(self.engine.pk_tables[k], v) for row in rows for k, v in row.items()
-                 if k in self.engine.pk_tables and v is not None}
+        reads = _row_keys(self.engine.pk_tables, rows)
         if tool.returns_mode == "one":
             return (rows[0] if rows else None), reads
         return rows, reads
@@ -397,6 +396,37 @@ class Database:
             raise self.guard.refusal(exc) or exc
         finally:
             self.guard.leave()
+
+
+def json_text(value: Any) -> Any:
+    """What a text value holding a JSON array or object (a ``json_group_array`` column) holds, else None."""
+    if not isinstance(value, str) or not value.startswith(("[", "{")):
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def _row_keys(pk_tables: dict[str, str], rows: list[Any]) -> set[RowKey]:
+    """The keys of the rows an output holds: its key columns, also inside JSON text (a user's payment methods,
+    an order's items), since a row listed in a returned column was read as much as a returned row."""
+    keys: set[RowKey] = set()
+    pending: list[Any] = list(rows)
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending += item
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                nested = json_text(v)
+                if nested is not None:
+                    pending.append(nested)
+                elif isinstance(v, (dict, list)):
+                    pending.append(v)
+                elif k in pk_tables and v is not None and not isinstance(v, bool):
+                    keys.add((pk_tables[k], v))
+    return keys
 
 
 def _arg_keys(engine: DomainEngine, params: dict[str, Any]) -> set[RowKey]:

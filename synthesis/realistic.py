@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
@@ -181,10 +182,12 @@ class Realism:
         return {t.name for t in self.spec.tools if t.kind == "write"}
 
     def intent_request(self, db: Database, intent: Intent, person: dict[str, Any], row: dict[str, Any],
-                       rng: random.Random, seen: set[tuple[str, Any]] | None = None) -> Request | None:
+                       rng: random.Random, seen: set[tuple[str, Any]] | None = None,
+                       earlier: Sequence[Any] = ()) -> Request | None:
         """The user's goal about one row, with the gold the policy decides; runs the calls on ``db``.
         ``seen``: rows earlier gold calls already read; a look-up that reads nothing new is left out of the gold
-        (the agent may still make it), since a gold call that no check can miss teaches nothing."""
+        (the agent may still make it), since a gold call that no check can miss teaches nothing. ``earlier``: what
+        the task's earlier gold calls returned, so a record already looked up is not looked up again."""
         seen = set(seen or ())
         outcome = intent.outcome(str(row.get("outcome")))
         if outcome is None:
@@ -197,6 +200,7 @@ class Realism:
                 return None
             calls.append(call)
         calls_run, seen_before = tuple(calls), frozenset(seen)
+        identified = self._identified(db, intent.role, person)  # before this goal's calls change anything
         result: dict[str, Any] | None = None
         written: set[tuple[str, Any]] = set()
         kept: set[int] = set()
@@ -223,7 +227,8 @@ class Realism:
         known = tuple(k for k in (render(t, shown) for t in intent.knows) if k)
         if clause is None:
             return None
-        needed = self._needed(db, intent.role, person, (clause, *known), seen_before, calls_run, outputs, say)
+        needed = self._needed(identified, earlier, intent.role, person, (clause, *known), seen_before, calls_run,
+                              outputs, say)
         if needed is None:
             return None  # no lookup path from what this user knows: the intent is not offered to them
         # a look-up that reads nothing new stays when a later value is read off its output (a balance, a venue)
@@ -239,26 +244,30 @@ class Realism:
         return Request("intent", clause, tuple(calls), tuple(say), known, entities=tuple(sorted(written, key=repr)),
                        notes=notes, says=spelled_out(clause, shown))
 
-    def _needed(self, db: Database, role_name: str, person: dict[str, Any], words: tuple[str, ...],
-                seen: frozenset[tuple[str, Any]], calls: tuple[ToolCall, ...], outputs: list[Any],
-                say: list[str]) -> set[int] | None:
+    def _identified(self, db: Database, role_name: str, person: dict[str, Any]) -> Any:
+        """What identifying the user returns now (their record, for a role identified by a details look-up)."""
+        ident = self.role(role_name).identify[0]
+        found = bind(CallTemplate(ident.tool, ident.arguments), person)
+        got = db.call(found.name, found.arguments) if found is not None else None
+        return got.output if got is not None and got.ok else None
+
+    def _needed(self, identified: Any, earlier: Sequence[Any], role_name: str, person: dict[str, Any],
+                words: tuple[str, ...], seen: frozenset[tuple[str, Any]], calls: tuple[ToolCall, ...],
+                outputs: list[Any], say: list[str]) -> set[int] | None:
         """Planning's cheap reading of the derivability check that admission makes: the positions of the calls
         whose outputs later values are read from, or None when a value has no source. A goal may use its words,
         the user's identification facts, what identifying the user returns, the keys of rows earlier gold calls
-        read, and what its own calls return. With the check off, nothing is needed and nothing is skipped."""
-        if not self.plan_derivable:
-            return set()
+        read and what they returned, and what its own calls return. With the check off (``plan_derivable`` False: a report), nothing is
+        skipped, and the look-ups that values are read from are still kept."""
         facts = [f for i in self.role(role_name).identify for f in (render(t, person) for t in i.facts) if f]
         evidence = evidence_for(self.spec, " ".join([*words, *facts, self.users.person_name(person) or ""]))
         known = Sources(evidence)
-        ident = self.role(role_name).identify[0]
-        found = bind(CallTemplate(ident.tool, ident.arguments), person)
-        if found is not None:
-            got = db.call(found.name, found.arguments)
-            known.returned("user", got.output if got.ok else None)
+        known.returned("user", identified)
         known.returned("seen", [key for _, key in sorted(seen, key=repr)])
+        for j, output in enumerate(earlier):
+            known.returned(f"earlier[{j}]", output)
         derivation = derive(calls, outputs, say, evidence, known)
-        return referenced_calls(derivation.sources) if derivation.derivable else None
+        return referenced_calls(derivation.sources) if derivation.derivable or not self.plan_derivable else None
 
     def forbidden_for_other(self, db: Database, person: dict[str, Any], rng: random.Random,
                             intents: list[Intent]) -> Request | None:

@@ -172,8 +172,10 @@ def _role_forbidden(realism: Realism, role: str = "customer") -> list[Intent]:
     return [i for i in realism.spec.intents if i.role == role and not any(o.calls or o.say for o in i.outcomes)]
 
 
-def _replayed(graph: ToolGraph, task: Task, seen: set[tuple[str, Any]] | None = None) -> Database | None:
-    """A database where the task's gold has run; ``seen`` collects the rows its calls read."""
+def _replayed(graph: ToolGraph, task: Task, seen: set[tuple[str, Any]] | None = None,
+              outputs: list[Any] | None = None) -> Database | None:
+    """A database where the task's gold has run; ``seen`` collects the rows its calls read, ``outputs`` what
+    they returned."""
     db = graph.engine.fresh()
     for c in task.gold_calls:
         got = db.call(c.name, c.arguments)
@@ -182,6 +184,8 @@ def _replayed(graph: ToolGraph, task: Task, seen: set[tuple[str, Any]] | None = 
             return None
         if seen is not None:
             seen |= set(got.reads)
+        if outputs is not None:
+            outputs.append(got.output)
     return db
 
 
@@ -317,7 +321,8 @@ def add_goal(graph: ToolGraph, parent: Task, rng: random.Random, kinds: list[str
     done = {n for n in parent.notes if n.startswith("intent=")}
     touched = {key for r in parent.requests for _, key in r.entities}
     seen: set[tuple[str, Any]] = set()
-    db = _replayed(graph, parent, seen)
+    earlier: list[Any] = []
+    db = _replayed(graph, parent, seen, earlier)
     if db is None:
         return None
     try:
@@ -340,7 +345,7 @@ def add_goal(graph: ToolGraph, parent: Task, rng: random.Random, kinds: list[str
                 outcomes = sorted({str(r.get("outcome")) for r in rows})  # evenly: the rarer rules stay present
                 picked = rng.choice(outcomes)
                 row = rng.choice([r for r in rows if str(r.get("outcome")) == picked])
-                goal = realism.intent_request(db, intent, person, row, rng, seen)
+                goal = realism.intent_request(db, intent, person, row, rng, seen, earlier)
                 if goal is not None:
                     return _child(parent, [*parent.requests, goal], "add_goal", rng)
         return None

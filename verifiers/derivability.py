@@ -8,7 +8,9 @@ does not (an id the user never said and no call returned) teaches guessing, and 
 A source is a short string: ``user``, ``policy``, ``schema`` or ``call[i].<path>`` (a field of call i's output,
 e.g. ``call[1][0].trip_id``), wrapped in the rule that read it when the match is not exact:
 ``date_in_words(user)``, ``number_words(user)``, ``case(call[0].city)``, ``amount(call[2].total_price)``,
-``sum(call[3][*].amount)``, ``count(call[3])``. Lists and objects are derived element by element, so their
+``sum(call[3][*].amount)``, ``count(call[3])``, ``abs(call[2].payment_history[3].amount)`` (a refund told as
+money back), ``expression(call[1][0].prices.economy, policy, policy)`` (an arithmetic expression handed to a
+calculator, each of whose numbers has a source). Lists and objects are derived element by element, so their
 source is a list or object of sources.
 """
 
@@ -21,7 +23,7 @@ from datetime import date, datetime, timedelta
 from functools import cached_property, lru_cache
 from typing import Any
 
-from domains.engine import ToolCall
+from domains.engine import ToolCall, json_text
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december")
@@ -38,6 +40,7 @@ ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 ISO_DATETIME = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}):(\d{2})(?::\d{2})?$")
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
+EXPRESSION = re.compile(r"\(*\s*-?\d[\d.]*\s*\)*(?:\s*[-+*/]\s*\(*\s*-?\d[\d.]*\s*\)*)+")  # '121 + 50 * 1'
 AMOUNT = re.compile(r"^(-?\d[\d,]*(?:\.\d+)?)\s*(%|[^\W\d][\w ]*)$")
 
 
@@ -164,8 +167,12 @@ def _read_day(day: int, month: int, year: int | None, weekday: str | None, clock
 
 
 def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
-    """Every scalar inside a call's output with its path: ``[0].trip_id``, ``.total_price``."""
-    if isinstance(value, dict):
+    """Every scalar inside a call's output with its path: ``[0].trip_id``, ``.total_price``, and inside a column
+    of JSON text (``.payment_methods[1].payment_method_id``), which the agent reads like any other field."""
+    nested = json_text(value)
+    if nested is not None:
+        yield from _walk(nested, path)
+    elif isinstance(value, dict):
         for k, v in value.items():
             yield from _walk(v, f"{path}.{k}")
     elif isinstance(value, list):
@@ -179,7 +186,7 @@ def _key(value: Any) -> tuple[str, Any] | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return ("n", float(value))
+        return ("n", round(float(value), 6))  # 3.2999999999998 (a sum in floating point) is the 3.30 it means
     if isinstance(value, str) and value.strip():
         return ("s", value.strip().lower())
     return None
@@ -200,6 +207,8 @@ class _Outputs:
             key = _key(value)
             if key is not None:
                 self.exact.setdefault(key, path)
+            if key is not None and key[0] == "n" and key[1] < 0:  # a refund of -170 is told as 170 back
+                self.exact.setdefault(("n", -key[1]), f"abs({path})")
             if isinstance(value, str):
                 self.cased.setdefault(value, path)
                 m = ISO_DATETIME.match(value)
@@ -232,7 +241,10 @@ class _Outputs:
 
 
 def _lists(value: Any, path: str) -> Iterator[tuple[str, list[Any]]]:
-    if isinstance(value, list):
+    nested = json_text(value)
+    if nested is not None:
+        yield from _lists(nested, path)
+    elif isinstance(value, list):
         yield path, value
         for i, v in enumerate(value):
             yield from _lists(v, f"{path}[{i}]")
@@ -302,6 +314,9 @@ class Sources:
                 clock = f"{m.group(2)}:{m.group(3)}"
                 if day and any(t.has(clock) or t.has(clock.lstrip("0")) for t in self.texts):
                     return f"date_time({day})"
+            if EXPRESSION.fullmatch(value) and NUMBER.search(value):
+                parts = [self.source(_number(n.group(0))) for n in NUMBER.finditer(value)]
+                return f"expression({', '.join(parts)})" if all(parts) else None
             m = AMOUNT.match(value.strip())
             if m and _number(m.group(1)) is not None:
                 number = self.source(_number(m.group(1)))

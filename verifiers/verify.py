@@ -48,13 +48,20 @@ def outcome_reward(task: VerifiableTask, trajectory: Trajectory) -> float:
     return 1.0 if verify(task, trajectory).solved else 0.0
 
 
+def _computation(gold: Replay, i: int) -> bool:
+    """Whether gold call i is a pure computation (``calculate``): it succeeded, read no row and wrote none."""
+    result = gold.results[i]
+    return result.ok and not result.reads and not result.writes
+
+
 def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> TaskReport:
     """Task-level checks. Mutants are scored as if the agent also said the right answer, so only the
     state and completeness checks can kill them: the strict reading of 'the gold calls matter'.
 
     A task whose criteria leave out completeness (tau2's: final state and what was said) does not judge how
     the agent found things out, so mutants that only drop, change or move read calls are not counted for it
-    (``MutationReport.unjudged``): they end in the gold state by construction."""
+    (``MutationReport.unjudged``): they end in the gold state by construction. Neither are mutants that only
+    drop or change a calculation (a call that reads and writes no row): no state or read check can see it."""
     engine = engine or engine_for(task)
     gold = replay(engine, task.gold_calls)
     try:
@@ -77,6 +84,9 @@ def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> Task
             for mutant in mutants(engine, task.gold_calls, gold):
                 if not judges_reads and not any(task.gold_calls[i].name in writes for i in mutant.touched):
                     unjudged += 1
+                    continue
+                if all(_computation(gold, i) for i in mutant.touched):
+                    unjudged += 1  # a calculation reads and writes no row: only what is said from it is judged
                     continue
                 total += 1
                 if verify(task, Trajectory(mutant.calls, said), engine, gold).solved:

@@ -74,6 +74,27 @@ def test_amount_sum_and_count() -> None:
     assert source("99.00 EUR", "", (lines,)) is None
 
 
+def test_fields_inside_json_text_refunds_and_float_noise() -> None:
+    """A column of JSON text (a user's payment methods, an order's items) is read like any other field."""
+    user = {"user_id": "ana_1", "payment_methods": '[{"payment_method_id": "paypal_7", "balance": null}, '
+                                                   '{"payment_method_id": "gift_card_9", "balance": 71.0}]'}
+    assert source("gift_card_9", "", (user,)) == "call[0].payment_methods[1].payment_method_id"
+    assert source("71.00", "", (user,)) == "number(call[0].payment_methods[1].balance)"
+    history = {"payment_history": '[{"amount": 120.0}, {"amount": -18.57}]'}
+    assert source("18.57", "", (history,)) == "number(abs(call[0].payment_history[1].amount))"
+    assert source(101.43, "", (history,)) == "sum(call[0].payment_history[*].amount)"
+    assert source("3.30", "", ({"amount": 3.2999999999998},)) == "number(call[0].amount)"
+    assert source("not json [", "", ({"note": "[not json"},)) is None
+
+
+def test_an_expression_for_the_calculator_needs_every_number_sourced() -> None:
+    fare = [{"flight_number": "HAT1", "prices": '{"economy": 121}'}]
+    assert source("121 + 50 * 1", "one bag at 50 each", (fare,)) == \
+        "expression(call[0][0].prices.economy, user, number_words(user))"
+    assert source("121 + 75 * 1", "one bag at 50 each", (fare,)) is None
+    assert source("(121 + 50) / 2", "50 each", (fare,)) is None  # 2: said nowhere
+
+
 def test_schema_values_booleans_and_composites() -> None:
     assert source("premium", "", schema={"type": "string", "enum": ["economy", "premium"]}) == "schema"
     assert source(1, "", schema={"type": "integer", "default": 1}) == "schema"
