@@ -93,11 +93,30 @@ def _pricing_load(args: argparse.Namespace) -> int:
     from warehouse.pricing_store import PricingRows, store_pricing
 
     schedule = load_provider_file(args.file, split=args.split)
+    _refuse_provider_clash(args.warehouse, schedule)
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     store_pricing(args.warehouse, PricingRows(**schedule_rows([nominal_schedule(), schedule], now)))
     print(f"stored provider schedule {schedule.schedule_id} ({len(schedule.prices)} models, split {schedule.split}, "
           f"not synthetic) and the nominal table in {args.warehouse}")
     return 0
+
+
+def _refuse_provider_clash(warehouse: str, schedule: Any) -> None:
+    """Two spellings of a provider ("Open AI", "open-ai") name one schedule: refuse the second, in one line."""
+    from pathlib import Path
+
+    from inference.pricing import provider_of
+    from toolscale.options import UsageError, check_warehouse_source
+    from warehouse.pricing_store import list_schedules
+
+    if not Path(warehouse).exists():
+        return
+    check_warehouse_source(warehouse)
+    spelled = provider_of(schedule.source)
+    for stored in list_schedules(warehouse):
+        if stored["kind"] == "provider" and stored["name"] == schedule.name and provider_of(stored["source"]) != spelled:
+            raise UsageError(f"provider {spelled!r} would be stored as schedule {schedule.name}, which already holds "
+                             f"provider {provider_of(stored['source'])!r}; spell the provider as it was spelled before")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
