@@ -47,12 +47,12 @@ def _duckdb_error(exc: Exception) -> str | None:
 def in_user_terms(exc: BaseException) -> str:
     """One line saying what was wrong, in words a user can act on."""
     text = _first_line(str(exc))
-    if DISK_FULL in text and not text.startswith("the disk is full"):
-        return f"the disk is full: {text}"
     if isinstance(exc, OSError):
         worded = _os_error(exc)
         if worded:
             return worded
+    if DISK_FULL in text and not text.startswith("the disk is full"):
+        return f"the disk is full: {text}"
     if isinstance(exc, RecursionError):
         return ("the input is nested too deeply to read (past Python's recursion limit); "
                 "flatten it or check where it came from")
