@@ -90,6 +90,8 @@ def shape_problem(arguments: Any) -> str | None:
                 return f"an argument is too long (limit {MAX_STRING_CHARS} characters)"
             if not value.isascii() and not _encodable(value):
                 return "an argument holds invalid Unicode (a lone surrogate)"
+            if "\0" in value:  # SQLite and C readers cut text at a NUL: what is stored would not be what is shown
+                return "an argument holds a NUL character (\\x00), which text may not contain"
         elif isinstance(value, float) and not math.isfinite(value):
             return f"an argument is {value!r}; numbers must be finite"
         elif value is not None and not isinstance(value, bool | int | float):
@@ -106,7 +108,7 @@ def _plainly_fine(arguments: dict[Any, Any]) -> bool:
             return False
         kind = type(value)
         if kind is str:
-            if len(value) > MAX_STRING_CHARS or not (value.isascii() or _encodable(value)):
+            if len(value) > MAX_STRING_CHARS or not (value.isascii() or _encodable(value)) or "\0" in value:
                 return False
         elif kind is float:
             if not math.isfinite(value):

@@ -13,9 +13,10 @@ from typing import Any
 
 from domains.seeding import CONTEXT_KINDS, Formula, SeedContext, draw
 from domains.geography import install_geography_function
-from domains.spec import DomainSpec, Table
+from domains.spec import DomainSpec, SpecError, Table
 
 ROUNDS = 60  # redraws per violating row before giving up (the audit then reports what is left)
+MAX_REPAIR_ROWS = 1_000  # seeded rows one invariant may need redrawn; more means the recipe ignores the rule
 PASSES = 3  # a repair for one invariant may break another; sweep them all again
 
 
@@ -40,7 +41,12 @@ def repair_invariants(conn: sqlite3.Connection, spec: DomainSpec, seed: int) -> 
                 continue
             table = spec.table(inv.table)
             siblings = [i for i in spec.invariants if i.table == inv.table]
-            for key in [r[0] for r in conn.execute(inv.sql, {"now": spec.now}).fetchall()]:
+            broken = [r[0] for r in conn.execute(inv.sql, {"now": spec.now}).fetchall()]
+            if len(broken) > MAX_REPAIR_ROWS:  # each redraw re-runs the table's invariants: bound the work
+                raise SpecError([f"{spec.name}: invariants: {inv.name} is broken by {len(broken):,} seeded rows of {inv.table}; "
+                                 f"at most {MAX_REPAIR_ROWS:,} may need a redraw (make the seed recipes keep "
+                                 "the rule)"])
+            for key in broken:
                 clean = False
                 for attempt in range(ROUNDS):
                     rng = random.Random(f"{seed}:repair:{inv.name}:{key}:{attempt}")

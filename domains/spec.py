@@ -21,6 +21,8 @@ import jsonschema
 from domains.external import Source, TableSource
 from domains.geography import install_geography_function
 from domains.safeyaml import MAX_SPEC_BYTES, YamlLimitError, load_yaml
+
+MAX_TOTAL_ROWS = 100_000  # seeded rows over all tables; the shipped domains seed about 1,000 each
 from domains.sqlguard import EFFECT, READ, StatementGuard, StatementRefused
 
 from domains.realism_spec import (Intent, Invariant, Rule, Users, build_intents, build_invariants, build_rules,
@@ -294,6 +296,10 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
     tables = {t.name: t for t in spec.tables}
     if len(tables) != len(spec.tables):
         problems.append("tables: duplicate table names")
+    total_rows = sum(t.rows for t in spec.tables if t.source is None)
+    if total_rows > MAX_TOTAL_ROWS:
+        problems.append(f"tables: {total_rows:,} seeded rows in all; a spec may seed at most {MAX_TOTAL_ROWS:,} "
+                        "(seeding and checking stay within seconds)")
     pk_owner: dict[str, str] = {}
     for ti, t in enumerate(spec.tables):
         names = [c.name for c in t.columns]

@@ -11,12 +11,15 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-import yaml
+
+from pipeline.config_files import ConfigFileError, load_config_yaml
 
 DEFAULT_REGISTRY = Path(__file__).with_name("endpoints.yaml")
 SERVER_KINDS = ("llama_cpp", "vllm")
 REQUIRED = ("base_url", "model", "provider", "pricing_key")
 KNOWN = (*REQUIRED, "api_key_env", "server", "model_file")
+GGUF_MAGIC = b"GGUF"
+MAX_ENDPOINTS = 1_000
 
 
 class EndpointError(ValueError):
@@ -74,6 +77,14 @@ class Endpoint:
             path = Path(next(iter(spec.submodule_search_locations))) / resource
         if not path.is_file():
             raise EndpointError(f"endpoint {self.name!r}: model file {path} does not exist")
+        try:
+            with path.open("rb") as fh:
+                magic = fh.read(4)
+        except OSError as exc:
+            raise EndpointError(f"endpoint {self.name!r}: model file {path} cannot be read: {exc.strerror}") from None
+        if magic != GGUF_MAGIC:
+            raise EndpointError(f"endpoint {self.name!r}: model file {path} is not a GGUF model (it does not start "
+                                f"with the GGUF signature)")
         return path
 
 
@@ -101,13 +112,13 @@ def load_endpoints(path: str | Path | None = None) -> Registry:
     """Read and validate a registry file (default: $TOOLSCALE_ENDPOINTS or inference/endpoints.yaml)."""
     path = Path(path) if path is not None else registry_path()
     try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise EndpointError(f"cannot read endpoint registry {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise EndpointError(f"endpoint registry {path} is not valid YAML: {exc}") from exc
+        raw = load_config_yaml(path, "endpoint registry")  # a FIFO, a device or an alias bomb is refused
+    except ConfigFileError as exc:
+        raise EndpointError(str(exc)) from None
     if not isinstance(raw, dict) or not isinstance(raw.get("endpoints"), dict) or not raw["endpoints"]:
         raise EndpointError(f"endpoint registry {path}: expected a mapping with a non-empty 'endpoints' mapping")
+    if len(raw["endpoints"]) > MAX_ENDPOINTS:
+        raise EndpointError(f"endpoint registry {path}: {len(raw['endpoints']):,} endpoints; at most {MAX_ENDPOINTS:,}")
     endpoints = {name: _parse(path, str(name), body) for name, body in raw["endpoints"].items()}
     default = raw.get("default", next(iter(endpoints)))
     if default not in endpoints:

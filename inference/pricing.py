@@ -21,6 +21,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from pipeline.config_files import ConfigFileError, load_config_yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 NOMINAL_PATH = ROOT / "data" / "pricing" / "toolorchestra_nominal.yaml"
 PROVIDER_SCHEMA_PATH = ROOT / "schemas" / "pricing.schema.json"
@@ -28,6 +30,8 @@ SPLITS = ("reference", "train", "heldout")
 # The paper trains under 10 providers' pricing and evaluates under one it held out (App. E, App. H).
 TRAINING_SCHEDULES = 10
 HELDOUT_NAME = "synthetic-heldout-deepinfra"
+MAX_PRICED_MODELS = 1_000  # a provider prices tens of models; more is a generated file, not a price page
+MAX_PRICE_FIGURE = 1_000_000.0  # USD per 1M tokens (or seconds per call); the dearest real model is under 1,000
 
 
 class PricingError(ValueError):
@@ -198,11 +202,12 @@ def load_provider_file(path: str | Path, split: str = "train") -> PricingSchedul
     if split not in SPLITS:
         raise PricingError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     try:
-        data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
-    except OSError as exc:
-        raise PricingError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise PricingError(f"{path}: not valid YAML/JSON: {str(exc).splitlines()[0]}") from None
+        data = load_config_yaml(path, "price file")  # YAML is a superset of JSON; FIFOs and alias bombs refused
+    except ConfigFileError as exc:
+        raise PricingError(str(exc)) from None
+    if isinstance(data, dict) and isinstance(data.get("models"), list) and len(data["models"]) > MAX_PRICED_MODELS:
+        raise PricingError(f"{path}: models lists {len(data['models']):,} models; a price file may list at most "
+                           f"{MAX_PRICED_MODELS:,}")
     if isinstance(data, dict) and hasattr(data.get("retrieved"), "isoformat"):
         data["retrieved"] = data["retrieved"].isoformat()  # an unquoted YAML date is still a date
     errors = sorted(_provider_validator().iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
@@ -218,6 +223,14 @@ def load_provider_file(path: str | Path, split: str = "train") -> PricingSchedul
         if m["name"] in seen:
             raise PricingError(f"{path}: models[{i}].name: {m['name']!r} is listed twice")
         seen.add(m["name"])
+        for key in ("input_usd_per_1M", "output_usd_per_1M", "latency_s"):
+            value = m.get(key)
+            if value is not None and not (math.isfinite(value) and value <= MAX_PRICE_FIGURE):
+                raise PricingError(f"{path}: models[{i}].{key}: {value} is not a finite figure up to "
+                                   f"{MAX_PRICE_FIGURE:,}")
+    slug = provider_slug(data["provider"])
+    if not slug:
+        raise PricingError(f"{path}: provider {data['provider']!r} has no letters or digits to name its schedule by")
     file_source = f"{data['provider']}: {data['source']} (read {data['retrieved']})"
     prices = []
     for m in data["models"]:
@@ -225,8 +238,17 @@ def load_provider_file(path: str | Path, split: str = "train") -> PricingSchedul
         latencies = (LatencyFigure("any", float(m["latency_s"]), source),) if m.get("latency_s") is not None else ()
         prices.append(ModelPrice(m["name"], float(m["input_usd_per_1M"]), float(m["output_usd_per_1M"]), source,
                                  latencies, m.get("note")))
-    slug = re.sub(r"[^a-z0-9]+", "-", data["provider"].lower()).strip("-")
     return PricingSchedule(f"provider-{slug}", "provider", split, file_source, tuple(prices))
+
+
+def provider_slug(provider: str) -> str:
+    """The schedule name's part for a provider: "Open AI", "open-ai" and "OPEN_AI" all give ``open-ai``."""
+    return re.sub(r"[^a-z0-9]+", "-", provider.lower()).strip("-")
+
+
+def provider_of(source: str) -> str:
+    """The provider as a price file spelled it, from a stored provider schedule's ``source``."""
+    return source.split(": ", 1)[0]
 
 
 def schedule_rows(schedules: list[PricingSchedule] | tuple[PricingSchedule, ...], loaded_at: Any) -> dict[str, list[dict[str, Any]]]:

@@ -17,7 +17,8 @@ from typing import NoReturn
 from toolscale import cli_eval, cli_prefs
 from toolscale.cli_audit import add_parsers as add_audit_parsers
 from toolscale.cli_llm import add_parsers as add_llm_parsers
-from toolscale.options import (UsageError, check_domains_dir, check_external_site, check_warehouse_source, fraction, int_at_least,
+from toolscale.failures import in_user_terms
+from toolscale.options import (RunFailed, UsageError, check_domains_dir, check_external_site, check_warehouse_source, fraction, int_at_least,
                                json_object)
 
 MAX_SEED = 2**31 - 1
@@ -228,19 +229,21 @@ def _dispatch(argv: list[str] | None) -> int:
         raise
     except UsageError as exc:
         return _fail(str(exc), 2)
+    except RunFailed as exc:
+        return _fail(in_user_terms(exc), 3)
     except SpecError as exc:
         more = f" (and {len(exc.problems) - 1} more; run: python -m domains.check)" if len(exc.problems) > 1 else ""
         return _fail(f"a domain spec is invalid: {_first_line(exc.problems[0])}{more}", 2)
     except (WarehouseError, ValueError) as exc:
-        return _fail(_first_line(str(exc)), 2)
+        return _fail(in_user_terms(exc), 2)
     except ServerError as exc:
         return _fail(str(exc), 3)
     except KeyboardInterrupt:
         return _fail("interrupted; rerun the same command to resume", 130)
-    except Exception as exc:  # anything else: one line, and where to look
+    except Exception as exc:  # anything else: one line in the user's terms, and where to look
         where = getattr(args, "work_dir", None)
-        hint = f"; details in {os.path.join(where, 'prefect.log')}" if where else ""
-        return _fail(f"{type(exc).__name__}: {_first_line(str(exc)) or 'no message'}{hint}", 3)
+        hint = f"; details in {os.path.join(where, 'prefect.log')}" if where and os.path.isdir(where) else ""
+        return _fail(f"{in_user_terms(exc)}{hint}", 3)
 
 
 def _fail(message: str, status: int) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from toolscale.options import MAX_SEED, int_at_least, number_in, preference_json
+
 
 def _warehouse_arg(parser: argparse.ArgumentParser) -> None:
     from pipeline.regenerate import default_warehouse
@@ -17,7 +19,7 @@ def _warehouse_arg(parser: argparse.ArgumentParser) -> None:
 def _evaluate(args: argparse.Namespace) -> int:
     from train.evaluate import EvalConfig, evaluate_orchestrator, report_table
 
-    preference = json.loads(args.preference) if args.preference else None
+    preference = args.preference
     cfg = EvalConfig(warehouse=args.warehouse, model=args.model, registry=args.registry, snapshot=args.snapshot,
                      domains=args.domains, limit=args.limit, seed=args.seed, pricing_seed=args.pricing_seed,
                      experts=args.expert or [], preference=preference, baseline_run=args.baseline,
@@ -50,15 +52,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("model", help="an endpoint name of the registry, or a checkpoint folder")
     p.add_argument("--snapshot", default="latest")
     p.add_argument("--domains", nargs="+")
-    p.add_argument("--limit", type=int, help="at most this many tasks of the split")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pricing-seed", type=int, default=0, help="seed of the synthetic schedules")
+    p.add_argument("--limit", type=int_at_least(1, 1_000_000), help="at most this many tasks of the split")
+    p.add_argument("--seed", type=int_at_least(0, MAX_SEED), default=0)
+    p.add_argument("--pricing-seed", type=int_at_least(0, MAX_SEED), default=0, help="seed of the synthetic schedules")
     p.add_argument("--expert", action="append", help="a registry endpoint offered as an expert (repeatable)")
-    p.add_argument("--preference", help='P as JSON, e.g. \'{"outcome": 1, "cost": 0.5, "tools": {"expert-1": -1}}\'')
+    p.add_argument("--preference", type=preference_json, help='P as JSON, e.g. \'{"outcome": 1, "cost": 0.5, "tools": {"expert-1": -1}}\'')
     p.add_argument("--baseline", help="an earlier evaluation run id whose features normalise Eq. 6")
-    p.add_argument("--max-turns", type=int, default=10)
-    p.add_argument("--max-tokens", type=int, default=512, help="per agent turn")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per agent call")
+    p.add_argument("--max-turns", type=int_at_least(1, 1_000), default=10)
+    p.add_argument("--max-tokens", type=int_at_least(1, 1_000_000), default=512, help="per agent turn")
+    p.add_argument("--timeout", type=number_in(0, 3600, low_open=True), default=120.0,
+                   help="seconds per agent call (above 0, at most 3600)")
     p.add_argument("--out", default="work/eval", help="folder for the plots (one subfolder per run)")
     p.add_argument("--registry", help="endpoint registry file")
     p.add_argument("--json", action="store_true")
@@ -70,11 +73,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--endpoint", action="append", help="describe only this endpoint (repeatable)")
     p.add_argument("--writer", help="the endpoint that writes the descriptions (default: the registry's default)")
     p.add_argument("--snapshot", default="latest")
-    p.add_argument("--tasks", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-turns", type=int, default=8)
-    p.add_argument("--max-tokens", type=int, default=256, help="per agent turn")
-    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--tasks", type=int_at_least(1, 10_000), default=10)
+    p.add_argument("--seed", type=int_at_least(0, MAX_SEED), default=0)
+    p.add_argument("--max-turns", type=int_at_least(1, 1_000), default=8)
+    p.add_argument("--max-tokens", type=int_at_least(1, 1_000_000), default=256, help="per agent turn")
+    p.add_argument("--timeout", type=number_in(0, 3600, low_open=True), default=60.0,
+                   help="seconds per agent call (above 0, at most 3600)")
     p.add_argument("--registry", help="endpoint registry file")
     p.add_argument("--json", action="store_true")
     _warehouse_arg(p)

@@ -12,6 +12,8 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
+from toolscale.options import MAX_SEED, int_at_least, number_in
+
 # synthesis.llm_stages.STAGES, spelled out so that building the parser imports no LLM code (a test keeps them equal)
 LLM_STAGES = ("paraphrase", "evolve", "propose")
 
@@ -71,10 +73,11 @@ def _serve_until_stopped(managed: Any, stop: threading.Event) -> int:
 
 
 def _llm_stages(args: argparse.Namespace) -> int:
-    # the flow starts a temporary Prefect server when none is configured; a busy machine needs more than 20 s
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    from pathlib import Path
+
     from inference.endpoints import EndpointError
     from synthesis.llm_stages import LLMStagesConfig
+    from toolscale.options import RunFailed, UsageError, check_warehouse_source, check_work_dir
     from warehouse.reader import WarehouseError
 
     cfg = LLMStagesConfig(warehouse=args.warehouse, work_dir=args.work_dir, stages=list(args.stages),
@@ -82,14 +85,28 @@ def _llm_stages(args: argparse.Namespace) -> int:
                           registry=args.registry, budget_usd=args.budget, seed=args.seed, port=args.port)
     try:
         cfg.check()  # bad settings fail before a flow run exists
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    check_work_dir(cfg.work_dir)
+    if any(s in cfg.stages for s in ("paraphrase", "evolve")):
+        check_warehouse_source(cfg.warehouse)
+    check_endpoint_answers(cfg.registry, cfg.endpoint)
+    from toolscale.prefect_local import prefect_api, quiet_prefect_logs
+
+    log = quiet_prefect_logs(Path(cfg.work_dir))  # Prefect's lines (and any traceback) go to the log, not here
+    if args.json:
+        os.environ["PREFECT_LOGGING_HANDLERS_PROGRESS_LEVEL"] = "CRITICAL"  # stdout holds the JSON report only
+    with prefect_api(log):
         from flows.llm_stages import llm_stages_flow
 
-        report = llm_stages_flow(stages=cfg.stages, sample=cfg.sample, proposals=cfg.proposals,
-                                 endpoint=cfg.endpoint, budget_usd=cfg.budget_usd, warehouse=cfg.warehouse,
-                                 work_dir=cfg.work_dir, seed=cfg.seed, port=cfg.port, registry=cfg.registry)
-    except (ValueError, EndpointError, WarehouseError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        try:
+            report = llm_stages_flow(stages=cfg.stages, sample=cfg.sample, proposals=cfg.proposals,
+                                     endpoint=cfg.endpoint, budget_usd=cfg.budget_usd, warehouse=cfg.warehouse,
+                                     work_dir=cfg.work_dir, seed=cfg.seed, port=cfg.port, registry=cfg.registry)
+        except EndpointError as exc:
+            raise UsageError(str(exc)) from None
+        except WarehouseError as exc:
+            raise RunFailed(f"{exc}; details in {log}") from None
     if args.json:
         print(json.dumps(report, indent=2, default=str))
         return 0
@@ -103,29 +120,53 @@ def _llm_stages(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_endpoint_answers(registry: str | None, name: str | None, timeout: float = 5.0) -> None:
+    """The endpoint exists, has its key, and answers; or the project starts its server itself. Else one line
+    (exit 2) before any flow run or warehouse write."""
+    from inference.endpoints import EndpointError, check_health, load_endpoints
+    from toolscale.options import UsageError
+
+    try:
+        endpoint = load_endpoints(registry).get(name)
+        endpoint.api_key()
+    except EndpointError as exc:
+        raise UsageError(str(exc)) from None
+    if endpoint.server:
+        return  # a managed server: the job starts it when it does not answer
+    health = check_health(endpoint, timeout=timeout)
+    if not health.ok:
+        raise UsageError(f"endpoint {endpoint.name!r} at {endpoint.base_url} does not answer ({health.reason}); "
+                         "start its server or choose another with --endpoint (list them: toolscale endpoints)")
+
+
 def add_parsers(sub: Any) -> None:
     """Add ``endpoints`` and ``serve`` to the CLI's subparsers."""
     p = sub.add_parser("endpoints", help="list the LLM endpoints and health-check each")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    p.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for each endpoint")
+    p.add_argument("--timeout", type=number_in(0, 300, low_open=True), default=3.0,
+                   help="seconds to wait for each endpoint (above 0, at most 300)")
     p.add_argument("--registry", default=None, help="endpoint registry file (default: $TOOLSCALE_ENDPOINTS or "
                                                     "inference/endpoints.yaml)")
     p.set_defaults(func=_endpoints)
     p = sub.add_parser("serve", help="run a managed LLM server (llama.cpp or vLLM) in the foreground until Ctrl-C")
     p.add_argument("model", nargs="?", default=None, help="an endpoint name from the registry (default: its default)")
-    p.add_argument("--port", type=int, default=None, help="default: the port in the endpoint's base_url")
-    p.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for the server to answer")
+    p.add_argument("--port", type=int_at_least(1, 65535), default=None,
+                   help="default: the port in the endpoint's base_url")
+    p.add_argument("--startup-timeout", type=number_in(0, 3600, low_open=True), default=120.0,
+                   help="seconds to wait for the server to answer (at most 3600)")
     p.add_argument("--registry", default=None, help="endpoint registry file")
     p.set_defaults(func=_serve)
     p = sub.add_parser("llm-stages", help="run the LLM stages (paraphrase, evolve, propose) on a sample of the "
                                           "latest snapshot and record them in the warehouse")
     p.add_argument("--stages", nargs="+", choices=LLM_STAGES, default=list(LLM_STAGES))
-    p.add_argument("--sample", type=int, default=8, help="snapshot tasks given to paraphrase and evolve")
-    p.add_argument("--proposals", type=int, default=2, help="domain specs to ask for")
+    p.add_argument("--sample", type=int_at_least(1, 10_000), default=8, help="snapshot tasks given to paraphrase and evolve")
+    p.add_argument("--proposals", type=int_at_least(1, 1_000), default=2, help="domain specs to ask for")
     p.add_argument("--endpoint", default=None, help="an endpoint name from the registry (default: its default)")
-    p.add_argument("--budget", type=float, default=None, help="USD for the whole run (default: no limit)")
-    p.add_argument("--seed", type=int, default=0, help="which tasks are sampled")
-    p.add_argument("--port", type=int, default=None, help="port for a managed server started for this run")
+    p.add_argument("--budget", type=number_in(0, 1_000_000), default=None,
+                   help="USD for the whole run (default: no limit)")
+    p.add_argument("--seed", type=int_at_least(0, MAX_SEED), default=0, help="which tasks are sampled")
+    p.add_argument("--port", type=int_at_least(1, 65535), default=None,
+                   help="port for a managed server started for this run")
     p.add_argument("--warehouse", default=os.environ.get("TOOLSCALE_WAREHOUSE", "warehouse/toolscale.duckdb"), help="DuckDB file (default: $TOOLSCALE_WAREHOUSE "
                                                                     "or warehouse/toolscale.duckdb)")
     p.add_argument("--work-dir", default="work", help="LLM cache and accepted domain specs")

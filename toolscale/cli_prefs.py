@@ -6,6 +6,11 @@ import argparse
 import json
 from typing import Any
 
+from toolscale.options import MAX_SEED, fraction, int_at_least
+
+MAX_PAIRS = 100_000  # about a second per thousand pairs: a larger build is a mistake, not a request
+MAX_TRAINING_SCHEDULES = 100
+
 
 def _warehouse_arg(parser: argparse.ArgumentParser) -> None:
     from pipeline.regenerate import default_warehouse
@@ -88,6 +93,7 @@ def _pricing_load(args: argparse.Namespace) -> int:
     from warehouse.pricing_store import PricingRows, store_pricing
 
     schedule = load_provider_file(args.file, split=args.split)
+    _refuse_provider_clash(args.warehouse, schedule)
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     store_pricing(args.warehouse, PricingRows(**schedule_rows([nominal_schedule(), schedule], now)))
     print(f"stored provider schedule {schedule.schedule_id} ({len(schedule.prices)} models, split {schedule.split}, "
@@ -95,29 +101,49 @@ def _pricing_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_provider_clash(warehouse: str, schedule: Any) -> None:
+    """Two spellings of a provider ("Open AI", "open-ai") name one schedule: refuse the second, in one line."""
+    from pathlib import Path
+
+    from inference.pricing import provider_of
+    from toolscale.options import UsageError, check_warehouse_source
+    from warehouse.pricing_store import list_schedules
+
+    if not Path(warehouse).exists():
+        return
+    check_warehouse_source(warehouse)
+    spelled = provider_of(schedule.source)
+    for stored in list_schedules(warehouse):
+        if stored["kind"] == "provider" and stored["name"] == schedule.name and provider_of(stored["source"]) != spelled:
+            raise UsageError(f"provider {spelled!r} would be stored as schedule {schedule.name}, which already holds "
+                             f"provider {provider_of(stored['source'])!r}; spell the provider as it was spelled before")
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("preferences", help="build preference pairs into the warehouse (or `show` some)")
-    p.add_argument("--count", type=int, default=1000, help="pairs to build (default 1000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eval-fraction", type=float, default=0.2)
-    p.add_argument("--training-schedules", type=int, default=10, help="synthetic training pricing schedules")
+    p.add_argument("--count", type=int_at_least(2, MAX_PAIRS), default=1000,
+                   help=f"pairs to build (default 1000, at most {MAX_PAIRS:,})")
+    p.add_argument("--seed", type=int_at_least(0, MAX_SEED), default=0)
+    p.add_argument("--eval-fraction", type=fraction, default=0.2)
+    p.add_argument("--training-schedules", type=int_at_least(1, MAX_TRAINING_SCHEDULES), default=10,
+                   help=f"synthetic training pricing schedules (at most {MAX_TRAINING_SCHEDULES})")
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON")
     _warehouse_arg(p)
     p.set_defaults(func=_build)
     psub = p.add_subparsers(dest="preferences_command")
     show = psub.add_parser("show", help="print a seeded sample of stored pairs")
-    show.add_argument("-n", type=int, default=5, help="how many (default 5)")
+    show.add_argument("-n", type=int_at_least(1, 10_000), default=5, help="how many (default 5)")
     show.add_argument("--split", choices=("train", "eval"))
     show.add_argument("--family", help="e.g. avoid_tools or mix:local_only+tight_budget")
     show.add_argument("--run", help="a run id (default: the latest run)")
-    show.add_argument("--seed", type=int, default=0, help="which sample")
+    show.add_argument("--seed", type=int_at_least(0, MAX_SEED), default=0, help="which sample")
     show.add_argument("--json", action="store_true")
     _warehouse_arg(show)
     show.set_defaults(func=_show)
 
     p = sub.add_parser("pricing", help="the nominal price table and the synthetic schedules (or `load` a file)")
     p.add_argument("--schedule", help="a schedule name or id: print its prices")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic schedules")
+    p.add_argument("--seed", type=int_at_least(0, MAX_SEED), default=0, help="seed of the synthetic schedules")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_pricing)
     psub = p.add_subparsers(dest="pricing_command")

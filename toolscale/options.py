@@ -12,6 +12,7 @@ from typing import Any
 TASK_RUNNERS = "processes | threads | dask | dask:<scheduler address>"
 DASK_DEFAULT_PORT = 8786
 PROBE_SECONDS = 3.0
+MAX_SEED = 2**31 - 1
 
 
 class UsageError(ValueError):
@@ -32,6 +33,23 @@ def int_at_least(low: int, high: int | None = None) -> Any:
     return parse
 
 
+def number_in(low: float, high: float, low_open: bool = False) -> Any:
+    """An argparse type: a finite number in [low, high] (``low_open``: above ``low``, not equal to it)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+        if value < low or value > high or (low_open and value == low):
+            bound = f"above {low:g} and at most {high:g}" if low_open else f"from {low:g} to {high:g}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range; it must be a number {bound}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
 def fraction(text: str) -> float:
     """A finite number in [0, 1]."""
     try:
@@ -40,6 +58,35 @@ def fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text} is out of range; it must be a number from 0 to 1")
+    return value
+
+
+class RunFailed(RuntimeError):
+    """The run itself failed after its checks passed: the CLI prints the message and exits with status 3."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def preference_json(text: str) -> dict[str, Any]:
+    """``--preference``: one JSON object of finite numbers (``tools`` maps tool names to finite numbers)."""
+    import json
+
+    if len(text) > 10_000:
+        raise argparse.ArgumentTypeError("the preference is over 10,000 characters")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object such as {\"outcome\": 1, \"cost\": 0.5}")
+    for key, weight in value.items():
+        weights = weight.items() if key == "tools" and isinstance(weight, dict) else [(key, weight)]
+        for name, w in weights:
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or abs(w) > 1e6:
+                raise argparse.ArgumentTypeError(f"weight {name!r} must be a finite number (at most 1e6 either "
+                                                 f"way), got {json.dumps(w)[:40]}")
     return value
 
 

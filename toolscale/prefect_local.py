@@ -36,8 +36,11 @@ formatters:
     flow_run_fmt: "%(asctime)s.%(msecs)03d | %(levelname)-7s | Flow run %(flow_run_name)r - %(message)s"
     task_run_fmt: "%(asctime)s.%(msecs)03d | %(levelname)-7s | Task run %(task_run_name)r - %(message)s"
     datefmt: "%H:%M:%S"
+filters:
+  progress_only: {{(): toolscale.log_filters.ProgressOnly}}
 handlers:
-  progress: {{level: INFO, class: logging.StreamHandler, formatter: progress, stream: ext://sys.stdout}}
+  progress: {{level: INFO, class: logging.StreamHandler, formatter: progress, stream: ext://sys.stdout,
+             filters: [progress_only]}}
   file: {{level: 0, class: logging.FileHandler, formatter: standard, filename: "{log}", delay: true}}
   api: {{level: 0, class: prefect.logging.handlers.APILogHandler}}
   worker_api: {{level: 0, class: prefect.logging.handlers.WorkerAPILogHandler}}

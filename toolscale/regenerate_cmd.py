@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolscale.options import (check_domains, check_task_runner, check_warehouse_target,
+from toolscale.failures import in_user_terms
+from toolscale.options import (RunFailed, check_domains, check_task_runner, check_warehouse_target,
                                check_work_dir)
+from warehouse.errors import WarehouseError
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -54,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
                                   "work_dir": args.work_dir, "task_runner": args.task_runner}
         if args.domains:
             params["domains"] = args.domains
-        outcome = run_regenerate(**params)
+        try:
+            outcome = run_regenerate(**params)
+        except WarehouseError as exc:  # the checks passed, so the run itself failed (a full disk, ...): exit 3
+            raise RunFailed(f"{in_user_terms(exc)}; details in {log}") from None
     return report(args.warehouse, outcome["snapshot_id"], outcome["seconds"])
 
 

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pipeline.config_files import ConfigFileError, load_config_yaml
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # it names the run folder: no separators, no ".."
+MAX_STEPS = 10_000_000
+MAX_TOKENS = 1_000_000
 
 
 class ProfileError(ValueError):
@@ -121,9 +126,11 @@ def _check_type(value: Any, hint: Any, where: str) -> Any:
         return float(value)
     if hint is float and isinstance(value, str):  # YAML reads 1e-6 (no dot) as a string
         try:
-            return float(value)
+            value = float(value)
         except ValueError:
             pass
+    if hint is float and isinstance(value, float) and not math.isfinite(value):
+        raise ProfileError(f"{where}: {value} is not a finite number")
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
         raise ProfileError(f"{where}: expected {hint.__name__}, got {value!r}")
     return value
@@ -151,11 +158,66 @@ def _section(cls: type, data: Any, where: str) -> Any:
     return cls(**values)
 
 
+# (section.field, low, high): every number a profile holds, with the range it must lie in (None: open-ended)
+RANGES: tuple[tuple[str, float, float | None], ...] = (
+    ("data.max_tasks", 1, 10_000_000), ("data.max_tools", 1, 10_000), ("data.max_prompt_tokens", 1, MAX_TOKENS),
+    ("data.seed", 0, 2**31 - 1), ("episode.max_turns", 1, 10_000),
+    ("episode.max_completion_tokens", 1, MAX_TOKENS), ("episode.max_turn_tokens", 1, MAX_TOKENS),
+    ("environment.user_workers", 1, 256), ("grpo.learning_rate", 1e-12, 1.0), ("grpo.num_generations", 2, 4096),
+    ("grpo.tasks_per_step", 1, 1_000_000), ("grpo.max_steps", 1, MAX_STEPS), ("grpo.beta", 0.0, 100.0),
+    ("grpo.temperature", 1e-6, 100.0), ("grpo.top_p", 1e-6, 1.0), ("grpo.gradient_accumulation_steps", 1, 100_000),
+    ("grpo.save_steps", 1, MAX_STEPS), ("grpo.save_total_limit", 1, 100_000), ("grpo.logging_steps", 1, MAX_STEPS),
+    ("grpo.min_group_std", 0.0, 1.0), ("grpo.vllm_gpu_memory_utilization", 0.01, 1.0),
+    ("launch.nodes", 1, 4096), ("launch.gpus_per_node", 0, 1024),
+)
+
+
+def _ranges(p: Profile) -> str | None:
+    """The first number outside its range, in words (``None`` values are left to their own rules)."""
+    for key, low, high in RANGES:
+        section, name = key.split(".")
+        value = getattr(getattr(p, section), name)
+        if value is None:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{key}: {value} is not a finite number"
+        if value < low or (high is not None and value > high):
+            return f"{key}: {value} is out of range; it must be from {low:g} to {high:g}"
+    return None
+
+
+def _confined_file(rel: str, bases: list[Path], key: str) -> str | None:
+    """Why a launcher config is refused: it must be a relative path to a regular file inside one of ``bases``."""
+    if "\0" in rel or rel.startswith("~") or Path(rel).is_absolute():
+        return f"{key}: {rel!r} must be a path relative to the profiles folder ({bases[0]})"
+    for base in bases:
+        target = (base / rel).resolve()
+        if target.is_relative_to(base.resolve()) and target.is_file():
+            return None
+    inside = [b for b in bases if (b / rel).resolve().is_relative_to(b.resolve())]
+    if not inside:
+        return f"{key}: {rel!r} leads outside the profiles folder; launcher configs live under {bases[0]}"
+    return f"{key}: no file {inside[0] / rel}"
+
+
+def _cache_problem(cache_dir: str | None) -> str | None:
+    if cache_dir is None:
+        return None
+    parts = Path(cache_dir).parts
+    if not cache_dir.strip() or "\0" in cache_dir or cache_dir.startswith("~") or Path(cache_dir).is_absolute() \
+            or ".." in parts:
+        return (f"environment.cache_dir {cache_dir!r} must be a relative folder inside the working folder "
+                "(no absolute path, no '..', no '~'), e.g. work/llm-cache")
+    return None
+
+
 def _validate(p: Profile, path: Path) -> None:
     def need(ok: bool, message: str) -> None:
         if not ok:
             raise ProfileError(f"{path}: {message}")
 
+    need(PROFILE_NAME.fullmatch(p.name) is not None and ".." not in p.name,
+         f"name {p.name!r} must be 1-64 letters, digits, '.', '_' or '-' (it names the run folder)")
     need(p.model.dtype in ("float32", "bfloat16"), f"model.dtype must be float32 or bfloat16, got {p.model.dtype!r}")
     need(p.grpo.num_generations >= 2, "grpo.num_generations must be at least 2 (a reward group needs a spread)")
     need(p.grpo.learning_rate > 0, "grpo.learning_rate must be positive")
@@ -170,6 +232,8 @@ def _validate(p: Profile, path: Path) -> None:
     need(p.environment.user != "llm" or bool(p.environment.user_endpoint),
          "environment.user llm needs environment.user_endpoint (a registry endpoint name)")
     need(p.environment.user_workers >= 1, "environment.user_workers must be >= 1")
+    problem = _ranges(p) or _cache_problem(p.environment.cache_dir)
+    need(problem is None, problem or "")
     need(p.grpo.vllm_mode in ("colocate", "server"), "grpo.vllm_mode must be colocate or server")
     need(not (p.grpo.use_vllm and p.model.use_cpu), "grpo.use_vllm needs GPUs; it cannot go with model.use_cpu")
     completions = p.grpo.tasks_per_step * p.grpo.num_generations
@@ -177,23 +241,29 @@ def _validate(p: Profile, path: Path) -> None:
     need(completions % per_step == 0,
          f"tasks_per_step x num_generations ({completions}) must divide evenly over "
          f"{p.processes} process(es) x {p.grpo.gradient_accumulation_steps} accumulation step(s)")
+    # the shipped profiles folder, or the folder of the profile file itself (a user's own profiles folder)
+    bases = list(dict.fromkeys([PROFILES_DIR, path.parent.resolve()]))
     for key in ("accelerate_config", "deepspeed_config"):
         rel = getattr(p.launch, key)
-        need(rel is None or (PROFILES_DIR / rel).exists(), f"launch.{key}: no file {PROFILES_DIR / str(rel)}")
+        problem = None if rel is None else _confined_file(rel, bases, f"launch.{key}")
+        need(problem is None, problem or "")
 
 
 def load_profile(name_or_path: str | Path) -> Profile:
     """A profile by name (``cpu-smoke``, ``h100``) or by path to a YAML file."""
     path = Path(name_or_path)
     if not path.suffix:
+        if PROFILE_NAME.fullmatch(str(name_or_path)) is None or ".." in str(name_or_path):
+            raise ProfileError(f"no profile {str(name_or_path)!r}: a profile name is letters, digits, '.', '_' "
+                               "or '-' (or give the path to a .yaml file)")
         path = PROFILES_DIR / f"{name_or_path}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
-        raise ProfileError(f"no profile {str(name_or_path)!r}; known: {', '.join(known)}")
+        if not path.exists():
+            known = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+            raise ProfileError(f"no profile {str(name_or_path)!r}; known: {', '.join(known)}")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: not valid YAML ({exc})") from exc
+        data = load_config_yaml(path, "profile")
+    except ConfigFileError as exc:
+        raise ProfileError(str(exc)) from None
     profile = _section(Profile, data, "")
     _validate(profile, path)
     return profile

@@ -124,6 +124,8 @@ class _Recorder:
         digest = config_hash(config)
         self.run_id = f"train-{profile.name}-{built.data.snapshot_id}-{digest}"
         self.output_dir = output_dir / self.run_id
+        if self.output_dir.resolve().parent != output_dir.resolve():  # a run folder never leaves --output-root
+            raise ValueError(f"run id {self.run_id!r} does not name a folder directly under {output_dir}")
         self.completions = profile.grpo.tasks_per_step * profile.grpo.num_generations
         self.seconds: dict[int, float] = {}
         previous = read_training_run(cfg.warehouse, self.run_id)

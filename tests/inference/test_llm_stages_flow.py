@@ -108,6 +108,9 @@ def test_the_documented_queries_run_on_the_flows_warehouse(flow_run: dict[str, A
 def test_the_cli_knows_the_stages_and_refuses_bad_settings_in_one_line(capsys: pytest.CaptureFixture[str],
                                                                        tmp_path: Path) -> None:
     assert LLM_STAGES == STAGES
-    assert main(["llm-stages", "--sample", "0", "--warehouse", str(tmp_path / "none.duckdb")]) == 1
+    with pytest.raises(SystemExit) as exit_:
+        main(["llm-stages", "--sample", "0", "--warehouse", str(tmp_path / "none.duckdb")])
+    assert exit_.value.code == 2  # README: bad options exit 2
     err = capsys.readouterr().err.strip()
-    assert err == "error: sample and proposals must be >= 1, got 0 and 2"
+    assert err == ("error: argument --sample: 0 is out of range; it must be between 1 and 10000 "
+                   "(see: toolscale llm-stages --help)")
