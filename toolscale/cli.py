@@ -115,9 +115,15 @@ def _export(args: argparse.Namespace) -> int:
     from warehouse.exports import export_hf, export_tau2
 
     check_warehouse_source(args.warehouse)
+    if args.format == "hf":
+        from datasets import disable_progress_bars
+
+        disable_progress_bars()  # one line per export, not a bar per parquet file
     exporter = export_hf if args.format == "hf" else export_tau2
     result = exporter(args.warehouse, args.snapshot, args.out, overwrite=args.overwrite)
-    print(f"exported {result['rows']} tasks of {result['snapshot_id']} as {args.format} to {args.out}")
+    splits = ", ".join(f"{name} {n}" for name, n in result.get("splits", {}).items())
+    print(f"exported {result['rows']} tasks of {result['snapshot_id']} as {args.format} to {args.out}"
+          + (f" ({splits})" if splits else ""))
     return 0
 
 
