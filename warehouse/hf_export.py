@@ -103,10 +103,9 @@ def export_hf(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
     test = set(task_splits([{"id": r["task_id"]} for r in rows])["test"])
     split_of = {r["task_id"]: "test" if r["task_id"] in test else "train" for r in rows}
     domains = sorted({r["domain"] for r in rows})
-    parts = {(split, d): Dataset.from_list([r for r in rows if split_of[r["task_id"]] == split and r["domain"] == d],
-                                           features=FEATURES) for split in SPLITS for d in domains}
-    dataset = DatasetDict({split: Dataset.from_list([r for r in rows if split_of[r["task_id"]] == split],
-                                                    features=FEATURES) for split in SPLITS})
+    parts = {(split, d): _dataset([r for r in rows if split_of[r["task_id"]] == split and r["domain"] == d])
+             for split in SPLITS for d in domains}
+    dataset = DatasetDict({split: _dataset([r for r in rows if split_of[r["task_id"]] == split]) for split in SPLITS})
     card_text = card(meta, rows, split_of, rejections)
     with staged_export(target, {"format": "hf", "snapshot_id": sid}) as stage:
         for split in SPLITS:
@@ -121,6 +120,13 @@ def export_hf(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
             "dataset_dir": str(out / "dataset"),
             "parquet": {f"{s}/{d}": str(out / "parquet" / s / f"{d}.parquet") for s, d in parts},
             "card": str(out / "README.md")}
+
+
+def _dataset(rows: list[dict[str, Any]]) -> Dataset:
+    """Rows under ``FEATURES``; an empty split too keeps the schema (``from_list`` cannot type an empty list)."""
+    if not rows:
+        return Dataset.from_dict({name: [] for name in FEATURES}, features=FEATURES)
+    return Dataset.from_list(rows, features=FEATURES)
 
 
 def task_row(stored: dict[str, Any], task: TrainingTask, env: Environment,
