@@ -53,7 +53,7 @@ def first_person(fact: str) -> str:
 
 
 def _sentence(parts: list[str]) -> str:
-    return "; ".join(first_person(p) for p in parts) + "."
+    return "; ".join(first_person(p) for p in parts).rstrip(".") + "."
 
 
 @dataclass

@@ -160,7 +160,7 @@ def task_row(stored: dict[str, Any], task: TrainingTask, env: Environment,
             {"name": k, "value_json": json.dumps(v, ensure_ascii=False, sort_keys=True),
              "source": _source_of(call_sources, i, k)} for k, v in c.arguments.items()]}
             for i, c in enumerate(task.gold_calls)],
-        "communicate_info": [{"value": v, "source": said_sources.get(v)} for v in task.communicate_info],
+        "communicate_info": [{"value": v, "source": source_text(said_sources.get(v))} for v in task.communicate_info],
         "user_scenario": {"persona": _text(scenario.get("persona")), "role": _text(scenario.get("role")),
                           **{k: _text(instructions.get(k)) for k in ("reason_for_call", "known_info", "unknown_info",
                                                                      "task_instructions")}},
@@ -194,7 +194,17 @@ def _text(value: Any) -> str | None:
 def _source_of(call_sources: list[dict[str, Any]], position: int, argument: str) -> str | None:
     if position >= len(call_sources):
         return None
-    return (call_sources[position].get("arguments") or {}).get(argument)
+    return source_text((call_sources[position].get("arguments") or {}).get(argument))
+
+
+def source_text(source: Any) -> str | None:
+    """A value's source as text; a list argument whose elements have sources of their own reads
+    ``[user, call[1][0].item_id]``."""
+    if source is None or isinstance(source, str):
+        return source
+    if isinstance(source, list):
+        return "[" + ", ".join(str(source_text(s)) for s in source) + "]"
+    return json.dumps(source, ensure_ascii=False, sort_keys=True)
 
 
 def _stored_rows(con: duckdb.DuckDBPyConnection, sid: str) -> dict[str, dict[str, Any]]:

@@ -21,7 +21,7 @@ from pipeline.regenerate import RegenerateConfig, regenerate
 from train.policies import unsaid_values
 from train.turns import parse_turn
 from warehouse.exports import TAU2_SCHEMA_PATH, TaskSchemaError, export_hf, export_tau2
-from warehouse.hf_export import FEATURES
+from warehouse.hf_export import FEATURES, source_text
 from warehouse.reader import WarehouseError
 from warehouse.tau2_package.build import task_splits
 
@@ -233,3 +233,9 @@ def test_an_invalid_task_or_unpublished_snapshot_exports_nothing(warehouse: dict
         con.close()
     with pytest.raises(WarehouseError, match="not published"):
         export_hf(path, warehouse["snapshot_id"], tmp_path / "hf")
+
+
+def test_a_list_arguments_element_sources_are_one_text() -> None:
+    """tau2's retail gold passes lists (item ids) whose elements come from different places."""
+    assert source_text(["user", "call[1][0].item_id"]) == "[user, call[1][0].item_id]"
+    assert source_text("user") == "user" and source_text(None) is None
