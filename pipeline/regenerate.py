@@ -24,9 +24,11 @@ from domains.registry import (DOMAIN_NAMES, DOMAINS_DIR, available_domains, defa
                               get_engine, get_spec, spec_path, unknown_domain)
 from synthesis.dedup import dedup, minilm
 from pipeline.lifecycle import exit_when_orphaned
+from pipeline.stage_cost import add_shard_cpu, cpu_price, stage_rows
 from synthesis.generate import ShardConfig, generate_shard
 from toolscale.version import code_version
 from warehouse.audit_models import audit_rows, write_audit
+from warehouse.cost_models import write_stage_costs
 from warehouse.quality import run_quality_suite
 from warehouse.writer import PublishResult, SnapshotBundle, check_target, publish
 
@@ -170,7 +172,8 @@ def run_shard(cfg: RegenerateConfig, shard: ShardConfig) -> dict[str, Any]:
 def _shard_summary(result: dict[str, Any]) -> dict[str, Any]:
     recs = result["records"]
     return {"shard_id": result["shard_id"], "candidates": len(recs),
-            "accepted": sum(r["accepted"] for r in recs), "seconds": result["seconds"]}
+            "accepted": sum(r["accepted"] for r in recs), "seconds": result["seconds"],
+            "cpu_s": result.get("cpu_s") or {}}  # a shard file written before CPU was kept: none
 
 
 def run_local(cfg: RegenerateConfig, batch: list[ShardConfig]) -> Iterator[dict[str, Any]]:
@@ -264,13 +267,19 @@ def snapshot_id_for(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> str
 
 def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, progress: Progress = print,
              deduped: tuple[list[dict[str, Any]], dict[str, int]] | None = None,
-             timings: dict[str, float] | None = None) -> tuple[PublishResult, dict[str, Any]]:
+             timings: dict[str, float] | None = None,
+             cpu_s: dict[str, float] | None = None) -> tuple[PublishResult, dict[str, Any]]:
     """Dedup all shards' candidates (unless given already deduped), build the snapshot, gate it, publish.
-    ``started`` is the job's ``time.perf_counter()`` start, for the recorded wall time."""
+    ``started`` is the job's ``time.perf_counter()`` start, for the recorded wall time; ``cpu_s`` the CPU
+    seconds per stage so far (pipeline/stage_cost.py), stored in ``stage_costs`` with the gate's and the write's."""
     timings = dict(timings or {})
+    cpu = dict(cpu_s or {})
+    price = cpu_price()
     if deduped is None:
         records = load_records(cfg, shards)
+        tick_cpu = time.process_time()
         counts = dedup(records, cfg.near_dup_threshold)
+        cpu["dedup"] = cpu.get("dedup", 0.0) + time.process_time() - tick_cpu
     else:
         records, counts = deduped
     summary = summarise(records, counts)
@@ -288,9 +297,21 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
     audit = audit_rows(records)
     summary["audit"] = {row["domain"]: row for row in audit}
 
+    tick_cpu = time.process_time()
+
     def gate(con: Any, sid: str, req: dict[str, int]) -> dict[str, Any]:
+        gate_cpu, gate_wall = time.process_time(), time.perf_counter()
         write_audit(con, sid, audit)  # in the snapshot's temporary copy, so it lands with the snapshot
-        return run_quality_suite(con, sid, req, cfg.kill_threshold)
+        quality = run_quality_suite(con, sid, req, cfg.kill_threshold)
+        gate_cpu, gate_wall = time.process_time() - gate_cpu, time.perf_counter() - gate_wall
+        # the write's CPU up to here (the final swap of the file cannot be counted in the file it swaps in)
+        written = time.process_time() - tick_cpu - gate_cpu
+        write_stage_costs(con, sid, stage_rows(
+            sid, {**cpu, "gate": gate_cpu, "publish": written},
+            {"dedup": timings.get("dedup_s"), "gate": gate_wall, "publish": time.perf_counter() - tick - gate_wall},
+            {"synthesis": len(records), "verification": len(records), "dedup": len(records),
+             "gate": summary["tasks"], "publish": summary["tasks"]}, price))
+        return quality
 
     result = publish(cfg.warehouse, bundle, gate)
     timings["publish_s"] = round(time.perf_counter() - tick, 2)
@@ -305,8 +326,10 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
                run: Callable[[list[ShardConfig]], Iterable[dict[str, Any]]] | None = None) -> tuple[PublishResult, dict[str, Any]]:
     """The whole job. ``run`` executes a batch of shards and yields their summaries (default: ``run_local``)."""
     check_target(cfg.warehouse)  # a warehouse path that cannot be published to fails here, before any shard work
+    cpu_price()  # ... and so does a CPU price that is not one
     started = time.perf_counter()
     timings = {"shards_s": 0.0, "dedup_s": 0.0}
+    cpu: dict[str, float] = {}  # CPU seconds per stage (pipeline/stage_cost.py)
     run = run or (lambda batch: run_local(cfg, batch))
     warm = None
     if cfg.workers > 1:  # load the embedding model while the shards run elsewhere; dedup needs it at the end
@@ -320,18 +343,20 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
         for s in run(batch):
             how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
             progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
+            add_shard_cpu(cpu, [s])
         timings["shards_s"] += time.perf_counter() - tick
         if warm is not None:  # joined, never left running: a loader thread alive at exit aborts the interpreter
             warm.join()
             warm = None
-        tick = time.perf_counter()
+        tick, tick_cpu = time.perf_counter(), time.process_time()
         records = load_records(cfg, shards)
         counts = dedup(records, cfg.near_dup_threshold)
         timings["dedup_s"] += time.perf_counter() - tick
+        cpu["dedup"] = cpu.get("dedup", 0.0) + time.process_time() - tick_cpu
         missing = shortfall(cfg, records)
         if not missing or attempt == MAX_TOP_UPS:
             break
         batch = top_up_plan(cfg, shards, missing, records)
         shards += batch
         progress(f"short of the requested counts ({missing}); adding {len(batch)} shards")
-    return finalize(cfg, shards, started, progress, (records, counts), timings)
+    return finalize(cfg, shards, started, progress, (records, counts), timings, cpu)

@@ -143,12 +143,14 @@ def facts_of(task: Task) -> TaskFacts:
 
 
 def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
-    """All candidates of one shard, accepted and rejected, with timings."""
+    """All candidates of one shard, accepted and rejected, with timings: ``seconds`` (wall) and ``cpu_s`` (CPU
+    seconds of ``verification``, i.e. admitting each candidate, and of ``synthesis``, everything else)."""
     if cfg.imported:
         from synthesis.imported import import_shard
 
         return import_shard(cfg)
     started = time.perf_counter()
+    cpu_started, verify_cpu = time.thread_time(), 0.0  # this thread's CPU: shards in a thread pool are not mixed
     graph = ToolGraph(get_engine(cfg.domain, cfg.seed))
     if is_converted(graph):
         realism_for(graph).plan_derivable = cfg.derivability == "reject"
@@ -161,11 +163,13 @@ def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
 
     def admit(task: Task | None) -> Task | None:
         """Verify one sampled candidate and keep its record; the task if it was accepted."""
-        nonlocal sampling_failures
+        nonlocal sampling_failures, verify_cpu
         if task is None:
             sampling_failures += 1
             return None
+        tick = time.thread_time()
         rec = record(task, cfg, cfg.kill_threshold, graph)
+        verify_cpu += time.thread_time() - tick
         records.append(rec)
         if not rec["accepted"]:
             return None
@@ -188,4 +192,6 @@ def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
             if (kept := admit(child)) is not None:
                 generation.append(kept)
     return {"shard": asdict(cfg), "shard_id": cfg.shard_id, "records": records,
-            "sampling_failures": sampling_failures, "seconds": round(time.perf_counter() - started, 3)}
+            "sampling_failures": sampling_failures, "seconds": round(time.perf_counter() - started, 3),
+            "cpu_s": {"synthesis": round(time.thread_time() - cpu_started - verify_cpu, 4),
+                      "verification": round(verify_cpu, 4)}}

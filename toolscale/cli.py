@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import traceback
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from toolscale import cli_eval, cli_prefs
 from toolscale.cli_audit import add_parsers as add_audit_parsers
@@ -35,23 +35,42 @@ class Parser(argparse.ArgumentParser):
 def _domains(args: argparse.Namespace) -> int:
     from domains.registry import available_domains, get_spec
 
-    rows = []
-    for name in available_domains():
-        spec = get_spec(name)
-        rows.append({"domain": name, "tables": len(spec.tables), "rows": sum(t.rows for t in spec.tables),
-                     "read_tools": sum(t.kind == "read" for t in spec.tools),
-                     "write_tools": sum(t.kind == "write" for t in spec.tools)})
+    rows = [domain_row(get_spec(name)) for name in available_domains()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     print(f"{'domain':<15}{'tables':>7}{'rows':>7}{'read':>6}{'write':>7}{'tools':>7}")
     for r in rows:
-        print(f"{r['domain']:<15}{r['tables']:>7}{r['rows']:>7}{r['read_tools']:>6}{r['write_tools']:>7}"
+        shown = "-" if r["rows"] is None else r["rows"]
+        print(f"{r['domain']:<15}{r['tables']:>7}{shown:>7}{r['read_tools']:>6}{r['write_tools']:>7}"
               f"{r['read_tools'] + r['write_tools']:>7}")
-    print(f"{'total':<15}{sum(r['tables'] for r in rows):>7}{sum(r['rows'] for r in rows):>7}"
+    print(f"{'total':<15}{sum(r['tables'] for r in rows):>7}{sum(r['rows'] or 0 for r in rows):>7}"
           f"{sum(r['read_tools'] for r in rows):>6}{sum(r['write_tools'] for r in rows):>7}"
           f"{sum(r['read_tools'] + r['write_tools'] for r in rows):>7}")
+    for r in rows:
+        if r["external_data"] == "missing":
+            print(f"note: {r['domain']} shows '-' rows because its external data is not installed: {r['install']}")
     return 0
+
+
+def domain_row(spec: Any) -> dict[str, Any]:
+    """One line of ``toolscale domains``: a domain seeded from external data counts the records it would load,
+    or says (``external_data: missing``, ``rows: null``) that they are not installed and how to install them."""
+    from domains import external
+
+    row: dict[str, Any] = {"domain": spec.name, "tables": len(spec.tables), "rows": sum(t.rows for t in spec.tables),
+                           "read_tools": sum(t.kind == "read" for t in spec.tools),
+                           "write_tools": sum(t.kind == "write" for t in spec.tools),
+                           "external_data": None, "install": None}
+    if not spec.sources:
+        return row
+    try:
+        row["rows"] += sum(len(external.records(external.load(spec.sources[t.source.source]), t.source))
+                           for t in spec.tables if t.source is not None)
+        row["external_data"] = "installed"
+    except external.ExternalDataMissing as exc:
+        row.update(rows=None, external_data="missing", install=str(exc))
+    return row
 
 
 def _known_domain(name: str) -> None:
@@ -116,9 +135,15 @@ def _export(args: argparse.Namespace) -> int:
     from warehouse.exports import export_hf, export_tau2
 
     check_warehouse_source(args.warehouse)
+    if args.format == "hf":
+        from datasets import disable_progress_bars
+
+        disable_progress_bars()  # one line per export, not a bar per parquet file
     exporter = export_hf if args.format == "hf" else export_tau2
     result = exporter(args.warehouse, args.snapshot, args.out, overwrite=args.overwrite)
-    print(f"exported {result['rows']} tasks of {result['snapshot_id']} as {args.format} to {args.out}")
+    splits = ", ".join(f"{name} {n}" for name, n in result.get("splits", {}).items())
+    print(f"exported {result['rows']} tasks of {result['snapshot_id']} as {args.format} to {args.out}"
+          + (f" ({splits})" if splits else ""))
     return 0
 
 

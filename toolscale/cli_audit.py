@@ -12,19 +12,44 @@ import json
 from collections import defaultdict
 from typing import Any
 
-COLUMNS = (("tasks", "tasks", "{}"), ("identified", "identified_share", "{:.0%}"),
-           ("hinged", "policy_hinged_share", "{:.0%}"), ("forbidden", "forbidden_share", "{:.0%}"),
-           ("staff", "staff_only_calls", "{}"), ("ids", "requests_naming_internal_ids", "{}"),
-           ("invar", "invariant_violations", "{}"), ("noop", "noop_writes", "{}"), ("empty", "empty_passes", "{}"),
-           ("parrot", "parrot_passes", "{}"), ("short", "short_communicate", "{}"),
-           ("in_req", "communicate_in_request", "{}"), ("underiv", "underivable_arguments", "{}"),
-           ("open3", "top_opening_share", "{:.1%}"),
-           ("bigrams", "distinct_bigrams", "{}"), ("personas", "distinct_personas", "{}"),
-           ("greet", "greeting_clock_contradictions", "{}"), ("dbl_word", "doubled_words", "{}"),
-           ("dbl_join", "doubled_joiners", "{}"), ("plural", "plural_slips", "{}"), ("lc_name", "lowercased_names", "{}"),
-           ("skeletons", ("clause_skeletons", "request_clauses"), "{}/{}"), ("top_skel", "top_skeleton_share", "{:.1%}"),
-           ("writes", "write_share", "{:.0%}"), ("refuse_all", "refuse_all_share", "{:.0%}"),
-           ("unwritten", "unwritten_rule_decisions", "{}"))
+# Three tables (what is asked, what must be 0, how it reads), each under 120 characters wide: (header, figure,
+# format, legend). A header is a plain word or two (at most 10 characters); the legend says what it counts and its gate.
+TABLES = (
+    ("Requests", (
+        ("tasks", "tasks", "{}", "published tasks"),
+        ("identified", "identified_share", "{:.0%}", "share whose gold first identifies the user"),
+        ("by policy", "policy_hinged_share", "{:.0%}", "share whose outcome the written policy decides (gate: >= 20%)"),
+        ("forbidden", "forbidden_share", "{:.0%}", "share pairing a forbidden request with an allowed one (gate: 15-30%)"),
+        ("writes", "write_share", "{:.0%}", "share whose gold writes something (gate: >= 70%)"),
+        ("refuse all", "refuse_all_share", "{:.0%}", "share that turns down every request (gate: <= 10%)"),
+        ("personas", "distinct_personas", "{}", "distinct personas"),
+        ("bigrams", "distinct_bigrams", "{}", "distinct word pairs over the requests"),
+        ("patterns", ("clause_skeletons", "request_clauses"), "{}/{}",
+         "distinct request-clause patterns (values blanked) / request clauses"),
+    )),
+    ("Problems (each gated at 0)", (
+        ("do-nothing", "empty_passes", "{}", "tasks an agent that does nothing passes"),
+        ("parroting", "parrot_passes", "{}", "tasks an agent that repeats the request passes"),
+        ("no-op", "noop_writes", "{}", "gold writes that leave their row unchanged"),
+        ("invariant", "invariant_violations", "{}", "broken invariants in seeded data or gold end states"),
+        ("no source", "underivable_arguments", "{}", "tasks with a gold value nobody said, wrote or returned"),
+        ("staff call", "staff_only_calls", "{}", "staff-only tool calls in customer tasks"),
+        ("row ids", "requests_naming_internal_ids", "{}", "requests naming an internal row id"),
+        ("unwritten", "unwritten_rule_decisions", "{}", "decisions citing no rule the written policy states"),
+    )),
+    ("Wording", (
+        ("short say", "short_communicate", "{}", "values to say of 1-2 characters (gate: 0)"),
+        ("say in ask", "communicate_in_request", "{}", "values to say already in the request (gate: 0)"),
+        ("greeting", "greeting_clock_contradictions", "{}", "greetings contradicting the clock (gate: 0)"),
+        ("doubled", "doubled_words", "{}", "a word said twice in a row (gate: 0)"),
+        ("joiners", "doubled_joiners", "{}", "sentences opening with two connectives (gate: 0)"),
+        ("plurals", "plural_slips", "{}", '"1 stars"-style slips (gate: 0)'),
+        ("lowercase", "lowercased_names", "{}", "names that appear only lower-cased (gate: 0)"),
+        ("top opener", "top_opening_share", "{:.1%}", "share of the commonest 3-word opening (gate: <= 3%, allowing for sample size)"),
+        ("top clause", "top_skeleton_share", "{:.1%}", "share of the commonest clause pattern (gate: <= 2%, allowing for sample size)"),
+    )),
+)
+DOMAIN_WIDTH, CELL_WIDTH = 16, 11
 
 
 def add_parsers(sub: Any) -> None:
@@ -54,13 +79,23 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"snapshot_id": sid, "stored": stored, "domains": rows}, indent=2, default=str))
         return 0
-    print(f"snapshot {sid} ({'stored figures' if stored else 'recomputed from its tasks'}); "
-          f"gated domains marked *")
-    print(f"{'domain':<15}" + "".join(f"{h:>11}" for h, _, _ in COLUMNS))
-    for r in rows:
-        name = r["domain"] + (" *" if r["converted"] else "")
-        print(f"{name:<15}" + "".join(f"{_cell(r, key, fmt):>11}" for _, key, fmt in COLUMNS))
+    print(render(sid, stored, rows))
     return 0
+
+
+def render(snapshot_id: str, stored: bool, rows: list[dict[str, Any]]) -> str:
+    """The audit as three tables, each with a legend of its columns; every line fits 120 characters."""
+    lines = [f"snapshot {snapshot_id} ({'stored figures' if stored else 'recomputed from its tasks'}); "
+             "domains marked * are gated (their spec declares users and intents)"]
+    for title, columns in TABLES:
+        lines += ["", title, f"{'domain':<{DOMAIN_WIDTH}}" + "".join(f"{h:>{CELL_WIDTH}}" for h, _, _, _ in columns)]
+        for r in rows:
+            name = r["domain"] + (" *" if r["converted"] else "")
+            lines.append(f"{name:<{DOMAIN_WIDTH}}" + "".join(f"{_cell(r, key, fmt):>{CELL_WIDTH}}"
+                                                             for _, key, fmt, _ in columns))
+        lines += [f"  {h:<11} {what}" for h, _, _, what in columns]
+    lines += ["", "'-': a figure this snapshot's stored audit predates. --json prints every figure by its stored name."]
+    return "\n".join(lines)
 
 
 def _cell(row: dict[str, Any], key: str | tuple[str, ...], fmt: str) -> str:

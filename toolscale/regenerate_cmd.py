@@ -27,6 +27,9 @@ def run(args: argparse.Namespace) -> int:
     check_work_dir(args.work_dir)
     check_warehouse_target(args.warehouse)
     from pipeline.regenerate import RegenerateConfig, published_snapshot
+    from pipeline.stage_cost import cpu_price
+
+    cpu_price()  # the price stage costs are valued at: a bad one is a ValueError (exit 2) before any work
 
     cfg = RegenerateConfig(tasks_per_domain=args.tasks_per_domain, seed=args.seed,
                            evolution_rounds=args.evolution_rounds, kill_threshold=args.kill_threshold,

@@ -16,7 +16,12 @@ from train.tasks import TrainingTask
 STOP = "###STOP###"
 _WORD = re.compile(r"[a-z0-9]+")
 _IGNORED = frozenset({"the", "your", "you", "what", "which", "please", "can", "could", "and", "for", "that", "this",
-                      "give", "tell", "need", "with", "have", "are", "is", "of", "me", "do", "to", "a", "an", "id"})
+                      "give", "tell", "need", "with", "have", "are", "is", "of", "me", "do", "to", "a", "an", "id",
+                      "know", "also", "help", "everything", "else", "anything", "would", "like"})
+# a stored fact is written to the person ("your e-mail address is ..."); the person says it of themselves
+_SECOND_PERSON = re.compile(r"\b(you are|you were|you're|you've|you'd|you'll|yourself|yours|your|you)\b", re.IGNORECASE)
+_FIRST_PERSON = {"you are": "I am", "you were": "I was", "you're": "I'm", "you've": "I've", "you'd": "I'd",
+                 "you'll": "I'll", "yourself": "myself", "yours": "mine", "your": "my", "you": "I"}
 
 
 class UserSimulator(Protocol):
@@ -29,13 +34,32 @@ def is_stop(text: str) -> bool:
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _IGNORED and len(w) > 1}
+    # "e-mail" and "email" are one word to the person answering; "born" answers "date of birth"
+    text = text.lower().replace("e-mail", "email").replace("born", "birth")
+    return {w for w in _WORD.findall(text) if w not in _IGNORED and len(w) > 1}
+
+
+def first_person(fact: str) -> str:
+    """A known fact as the user says it: "your full name is Uma Kim" -> "my full name is Uma Kim".
+
+    >>> first_person("you were born on 1990-04-01; your e-mail address is uma@example.com")
+    'I was born on 1990-04-01; my e-mail address is uma@example.com'
+    """
+    def swap(found: re.Match[str]) -> str:
+        said = _FIRST_PERSON[found.group(1).lower()]
+        return said[0].upper() + said[1:] if found.group(1)[0].isupper() else said
+
+    return _SECOND_PERSON.sub(swap, fact)
+
+
+def _sentence(parts: list[str]) -> str:
+    return "; ".join(first_person(p) for p in parts).rstrip(".") + "."
 
 
 @dataclass
 class ScriptedUser:
-    """Deterministic user: opens with the request; a question is answered with the known facts whose words it
-    mentions (all facts not yet given when it mentions none); anything else ends the conversation."""
+    """Deterministic user: opens with the request; a question is answered, in the first person, with the known facts
+    whose words it mentions (all facts not yet given when it mentions none); anything else ends the conversation."""
 
     task: TrainingTask
     given: set[str] = field(default_factory=set)
@@ -53,7 +77,7 @@ class ScriptedUser:
         if not answer:  # nothing left to tell: the user has no more to offer and leaves
             return f"I have told you everything I know. {STOP}"
         self.given.update(answer)
-        return "; ".join(answer) + "."
+        return _sentence(answer)
 
 
 def opening_message(task: TrainingTask) -> str:

@@ -2,8 +2,8 @@
 
 Both exports read the warehouse through a read-only connection and accept ``"latest"`` or a snapshot id.
 
-``export_hf`` writes under ``out_dir``: ``dataset/`` (``Dataset.save_to_disk``), ``parquet/<domain>.parquet``
-(one file per domain, so a single domain loads on its own) and ``README.md`` (the data set card).
+``export_hf`` (warehouse/hf_export.py) writes under ``out_dir``: ``dataset/`` (a ``DatasetDict`` with the train
+and test splits), ``parquet/<split>/<domain>.parquet`` and ``README.md`` (the data set card).
 
 ``export_tau2`` writes ``out_dir/<domain>/tasks.json`` (tau2 ``Task`` objects, each validated against
 ``schemas/tau2_task.schema.json``), ``db.json`` (the seeded database, ``{table: [rows]}``) and ``policy.md``,
@@ -18,33 +18,23 @@ unless ``overwrite`` is set and it holds an earlier export; a failure leaves it 
 from __future__ import annotations
 
 import json
-import statistics
-from collections import Counter
 from contextlib import closing
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import jsonschema
-from datasets import Dataset, Features, Value, concatenate_datasets
 
 from domains.registry import get_engine, get_spec
 from domains.spec import DomainSpec
 from warehouse.export_folder import check_export_target, staged_export
-from warehouse.reader import WarehouseError, connect_readonly, resolve_snapshot
+from warehouse.hf_export import export_hf
+from warehouse.reader import WarehouseError, connect_readonly, published_meta
 from warehouse.tau2_package import write_tau2_package
 
+__all__ = ["TAU2_SCHEMA_PATH", "TaskSchemaError", "export_hf", "export_tau2", "policy_markdown", "tau2_problems"]
+
 TAU2_SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "tau2_task.schema.json"
-HF_FEATURES = Features({
-    "task_id": Value("string"), "domain": Value("string"), "seed": Value("int64"), "kinds": [Value("string")],
-    "instruction": Value("string"), "user_scenario": Value("string"),
-    "gold_calls": [{"name": Value("string"), "arguments_json": Value("string")}],
-    "communicate_info": [Value("string")], "evolved_from": Value("string"), "operator": Value("string"),
-    "depth": Value("int64"), "calls": Value("int64"), "distinct_tools": Value("int64"),
-    "write_calls": Value("int64"), "kill_rate": Value("float64"), "tau2_json": Value("string"),
-    "verification_json": Value("string"), "argument_sources_json": Value("string"),
-})
 
 
 class TaskSchemaError(WarehouseError):
@@ -62,38 +52,6 @@ def tau2_problems(task: Any) -> list[str]:
     return [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors]
 
 
-def export_hf(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
-              overwrite: bool = False) -> dict[str, Any]:
-    """Write the snapshot's tasks as a ``datasets`` Dataset, per-domain parquet files and a data set card."""
-    target = check_export_target(out_dir, overwrite=overwrite, warehouse=warehouse_path)
-    out = Path(out_dir)
-    with closing(connect_readonly(warehouse_path)) as con:
-        meta = _snapshot_meta(con, snapshot)
-        rows = _task_rows(con, meta["snapshot_id"])
-        rejections = dict(con.execute(
-            "SELECT reason, COUNT(*) FROM rejections WHERE snapshot_id = ? GROUP BY reason ORDER BY 2 DESC, 1",
-            [meta["snapshot_id"]]).fetchall())
-    by_domain: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_domain.setdefault(row["domain"], []).append(row)
-    parts = {domain: Dataset.from_list(domain_rows, features=HF_FEATURES)
-             for domain, domain_rows in sorted(by_domain.items())}
-    dataset = concatenate_datasets(list(parts.values())) if parts else Dataset.from_list([], features=HF_FEATURES)
-    card_text = _card(meta, rows, rejections)
-    with staged_export(target, {"format": "hf", "snapshot_id": meta["snapshot_id"]}) as stage:
-        (stage / "parquet").mkdir()
-        for domain, part in parts.items():
-            part.to_parquet(str(stage / "parquet" / f"{domain}.parquet"))
-        dataset.save_to_disk(str(stage / "dataset"))
-        (stage / "README.md").write_text(card_text, encoding="utf-8")
-    parquet = {domain: out / "parquet" / f"{domain}.parquet" for domain in parts}
-    card = out / "README.md"
-    return {"snapshot_id": meta["snapshot_id"], "rows": len(rows),
-            "per_domain": {d: len(r) for d, r in sorted(by_domain.items())},
-            "dataset_dir": str(out / "dataset"), "parquet": {d: str(p) for d, p in parquet.items()},
-            "card": str(card)}
-
-
 def export_tau2(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
                 overwrite: bool = False) -> dict[str, Any]:
     """Write tau2-bench files per domain: ``tasks.json``, ``db.json`` and ``policy.md``.
@@ -103,7 +61,7 @@ def export_tau2(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
     target = check_export_target(out_dir, overwrite=overwrite, warehouse=warehouse_path)
     out = Path(out_dir)
     with closing(connect_readonly(warehouse_path)) as con:
-        sid = _snapshot_meta(con, snapshot)["snapshot_id"]
+        sid = published_meta(con, snapshot)["snapshot_id"]
         domains = con.execute("SELECT domain, db_seed, spec_hash, fingerprint FROM domains WHERE snapshot_id = ? "
                               "ORDER BY domain", [sid]).fetchall()
         tasks = con.execute("SELECT task_id, domain, seed, tau2_json FROM tasks WHERE snapshot_id = ? "
@@ -156,42 +114,6 @@ def policy_markdown(spec: DomainSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _snapshot_meta(con: duckdb.DuckDBPyConnection, snapshot: str) -> dict[str, Any]:
-    sid = resolve_snapshot(con, snapshot)
-    cur = con.execute("SELECT * FROM snapshots WHERE snapshot_id = ?", [sid])
-    meta = dict(zip([d[0] for d in cur.description], cur.fetchone() or ()))
-    if meta["status"] != "published":
-        raise WarehouseError(f"snapshot {sid} is {meta['status']}, not published; only published snapshots export")
-    return meta
-
-
-def _task_rows(con: duckdb.DuckDBPyConnection, sid: str) -> list[dict[str, Any]]:
-    calls: dict[str, list[dict[str, str]]] = {}
-    for task_id, name, arguments_json in con.execute(
-            "SELECT task_id, name, arguments_json FROM gold_calls WHERE snapshot_id = ? ORDER BY task_id, position",
-            [sid]).fetchall():
-        calls.setdefault(task_id, []).append({"name": name, "arguments_json": arguments_json})
-    # a warehouse written before argument sources were stored exports them as null
-    stored = {r[0] for r in con.execute("DESCRIBE tasks").fetchall()}
-    sources = "t.argument_sources_json" if "argument_sources_json" in stored else "NULL AS argument_sources_json"
-    cur = con.execute(
-        "SELECT t.task_id, t.domain, t.seed, t.kinds, t.instruction, t.communicate_info_json, t.evolved_from,"
-        " t.operator, t.depth, t.calls, t.distinct_tools, t.write_calls, v.kill_rate, t.tau2_json, t.verification_json,"
-        f" {sources} FROM tasks t LEFT JOIN verdicts v USING (snapshot_id, task_id)"
-        " WHERE t.snapshot_id = ? ORDER BY t.domain, t.task_id", [sid])
-    names = [d[0] for d in cur.description]
-    rows = []
-    for values in cur.fetchall():
-        r = dict(zip(names, values))
-        tau2 = json.loads(r["tau2_json"])
-        r["kinds"] = r["kinds"].split("+") if r["kinds"] else []
-        r["communicate_info"] = json.loads(r.pop("communicate_info_json"))
-        r["user_scenario"] = json.dumps(tau2.get("user_scenario"), ensure_ascii=False)
-        r["gold_calls"] = calls.get(r["task_id"], [])
-        rows.append({k: r[k] for k in HF_FEATURES})
-    return rows
-
-
 def _seeded_db(sid: str, domain: str, seed: int, spec_hash: str, fingerprint: str) -> dict[str, list[dict[str, Any]]]:
     """The domain's seeded database, refused if this code no longer builds the snapshot's exact state."""
     spec = get_spec(domain)
@@ -207,52 +129,3 @@ def _seeded_db(sid: str, domain: str, seed: int, spec_hash: str, fingerprint: st
 
 def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
-
-
-def _card(meta: dict[str, Any], rows: list[dict[str, Any]], rejections: dict[str, int]) -> str:
-    sid, n = meta["snapshot_id"], len(rows)
-    per_domain = Counter(r["domain"] for r in rows)
-    evolved = sum(r["evolved_from"] is not None for r in rows)
-    kills = [r["kill_rate"] for r in rows if r["kill_rate"] is not None]
-    median_kill = _median(kills)
-    config = json.loads(meta["config_json"] or "{}")
-    size = next(label for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
-                                           (float("inf"), "100K<n<1M")) if n < limit)
-    front = ["---", f"pretty_name: ToolScale ({sid})", "tags: [tool-use, agents, tau2-bench, function-calling]",
-             "task_categories: [text-generation]", f"size_categories: [{size}]", "configs:",
-             "- config_name: default", "  data_files:", "  - split: train", "    path: parquet/*.parquet"]
-    for domain in sorted(per_domain):
-        front += [f"- config_name: {domain}", "  data_files:", "  - split: train",
-                  f"    path: parquet/{domain}.parquet"]
-    body = [
-        "---", "", f"# ToolScale snapshot `{sid}`", "",
-        "Verifiable multi-turn tool-use tasks: each comes with gold tool calls that replay without error on the "
-        "seeded domain database, fail when mutated, and are not passed by an agent that does nothing.", "",
-        "## Counts", "", "| | |", "|---|---|", f"| tasks | {n} |", f"| candidates | {meta['candidates']} |",
-        f"| evolved fraction | {evolved / n if n else 0:.4f} ({evolved} evolved) |",
-        f"| median kill rate | {median_kill} |", "",
-        "| domain | tasks | evolved | median kill rate |", "|---|---|---|---|",
-        *[_domain_line(d, [r for r in rows if r["domain"] == d]) for d in sorted(per_domain)], "",
-        "Rejected candidates by reason:", "",
-        *([f"- {reason}: {count}" for reason, count in rejections.items()] or ["- none"]), "",
-        "## Generation", "", f"- snapshot id: `{sid}`", f"- parent snapshot: `{meta['parent_id'] or 'none'}`",
-        f"- created at: {meta['created_at']}", f"- code version: `{meta['code_version']}`",
-        f"- config hash: `{meta['config_hash']}`", "", "```json", json.dumps(config, indent=2, sort_keys=True), "```",
-        "", "## Files and columns", "",
-        "`dataset/` is `datasets.load_from_disk`-able; `parquet/<domain>.parquet` holds the same rows per domain. "
-        "`user_scenario` and `tau2_json` are JSON strings (the latter a tau2-bench Task); `gold_calls` is the "
-        "ordered list of `{name, arguments_json}`; `kill_rate` is the share of gold-call mutants the verifier "
-        "rejects; `argument_sources_json` says where each gold argument and each `communicate_info` value came "
-        "from (`user`, `policy`, `schema`, `call[i].<field>`, or a named rule over them).", "",
-    ]
-    return "\n".join(front + body)
-
-
-def _median(values: list[float]) -> str:
-    return f"{statistics.median(values):.4f}" if values else "n/a"
-
-
-def _domain_line(domain: str, rows: list[dict[str, Any]]) -> str:
-    evolved = sum(r["evolved_from"] is not None for r in rows)
-    kills = [r["kill_rate"] for r in rows if r["kill_rate"] is not None]
-    return f"| {domain} | {len(rows)} | {evolved} | {_median(kills)} |"

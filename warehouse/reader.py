@@ -11,7 +11,8 @@ import duckdb
 from warehouse.checks import check_readable, first_line
 from warehouse.errors import WarehouseError
 
-__all__ = ["WarehouseError", "connect_readonly", "list_snapshots", "resolve_snapshot", "task_contracts"]
+__all__ = ["WarehouseError", "connect_readonly", "list_snapshots", "published_meta", "resolve_snapshot",
+           "task_contracts"]
 
 
 def connect_readonly(path: str | Path) -> duckdb.DuckDBPyConnection:
@@ -35,6 +36,16 @@ def resolve_snapshot(con: duckdb.DuckDBPyConnection, snapshot: str) -> str:
     if row is None:
         raise WarehouseError(f"no snapshot {snapshot!r} in the warehouse")
     return str(row[0])
+
+
+def published_meta(con: duckdb.DuckDBPyConnection, snapshot: str) -> dict[str, Any]:
+    """The ``snapshots`` row of a published snapshot (id or ``latest``); any other status is a ``WarehouseError``."""
+    sid = resolve_snapshot(con, snapshot)
+    cur = con.execute("SELECT * FROM snapshots WHERE snapshot_id = ?", [sid])
+    meta = dict(zip([d[0] for d in cur.description], cur.fetchone() or ()))
+    if meta["status"] != "published":
+        raise WarehouseError(f"snapshot {sid} is {meta['status']}, not published; only published snapshots export")
+    return meta
 
 
 def list_snapshots(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ import duckdb
 from sqlalchemy.engine import URL
 from sqlmodel import SQLModel, create_engine
 
-from warehouse import audit_models, eval_models, llm_models, models, pricing_models, train_models  # noqa: F401
+from warehouse import (audit_models, cost_models, eval_models, llm_models, models, pricing_models,  # noqa: F401
+                       train_models)
 
 VIEWS = {
     "latest_tasks": """
@@ -22,6 +23,34 @@ VIEWS = {
                MAX(t.depth) AS max_depth
         FROM tasks t JOIN snapshots s USING (snapshot_id) JOIN verdicts v USING (snapshot_id, task_id)
         GROUP BY ALL""",
+    "pipeline_costs": """
+        SELECT snapshot_id, stage, 'cpu' AS resource, cpu_s, NULL::BIGINT AS llm_calls,
+               NULL::BIGINT AS prompt_tokens, NULL::BIGINT AS completion_tokens,
+               cpu_s * cpu_usd_per_hour / 3600 AS usd, price_note
+        FROM stage_costs
+        UNION ALL
+        SELECT snapshot_id, stage, 'llm' AS resource, NULL AS cpu_s, COUNT(*) AS llm_calls,
+               SUM(prompt_tokens)::BIGINT AS prompt_tokens, SUM(completion_tokens)::BIGINT AS completion_tokens,
+               COALESCE(SUM(cost_usd), 0) AS usd,
+               CASE WHEN COUNT(cost_usd) < COUNT(*) THEN (COUNT(*) - COUNT(cost_usd)) || ' calls unpriced' END
+        FROM llm_calls WHERE snapshot_id IS NOT NULL GROUP BY snapshot_id, stage""",
+    "cost_per_verified_task": """
+        WITH cpu AS (
+            SELECT snapshot_id, SUM(cpu_s) AS cpu_s, SUM(cpu_s * cpu_usd_per_hour / 3600) AS cpu_usd,
+                   MAX(cpu_usd_per_hour) AS cpu_usd_per_hour, MAX(price_note) AS cpu_price_note
+            FROM stage_costs GROUP BY snapshot_id),
+        llm AS (
+            SELECT snapshot_id, COUNT(*) AS llm_calls, SUM(prompt_tokens)::BIGINT AS prompt_tokens,
+                   SUM(completion_tokens)::BIGINT AS completion_tokens, COALESCE(SUM(cost_usd), 0) AS llm_usd,
+                   COUNT(*) - COUNT(cost_usd) AS unpriced_llm_calls
+            FROM llm_calls WHERE snapshot_id IS NOT NULL GROUP BY snapshot_id)
+        SELECT s.snapshot_id, s.status, s.tasks AS verified_tasks, c.cpu_s, c.cpu_usd_per_hour, c.cpu_price_note,
+               c.cpu_usd, COALESCE(l.llm_calls, 0) AS llm_calls, COALESCE(l.prompt_tokens, 0) AS prompt_tokens,
+               COALESCE(l.completion_tokens, 0) AS completion_tokens, COALESCE(l.llm_usd, 0) AS llm_usd,
+               COALESCE(l.unpriced_llm_calls, 0) AS unpriced_llm_calls,
+               c.cpu_usd + COALESCE(l.llm_usd, 0) AS total_usd,
+               (c.cpu_usd + COALESCE(l.llm_usd, 0)) / NULLIF(s.tasks, 0) AS usd_per_verified_task
+        FROM snapshots s JOIN cpu c USING (snapshot_id) LEFT JOIN llm l USING (snapshot_id)""",
     "rejection_reasons": """
         SELECT snapshot_id, domain, reason, COUNT(*) AS candidates
         FROM rejections GROUP BY ALL""",

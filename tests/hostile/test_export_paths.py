@@ -52,8 +52,8 @@ def no_staging_left(parent: Path) -> None:
 
 
 def parquet_task_ids(out: Path) -> set[str]:
-    """What the card's default config (``parquet/*.parquet``) loads."""
-    return {t for p in (out / "parquet").glob("*.parquet") for t in pq.read_table(p).column("task_id").to_pylist()}
+    """What the card's default config (``parquet/<split>/*.parquet``) loads."""
+    return {t for p in (out / "parquet").glob("*/*.parquet") for t in pq.read_table(p).column("task_id").to_pylist()}
 
 
 # --- refusals: one line, the folder untouched ----------------------------------------------------------------
@@ -275,8 +275,9 @@ def test_overwrite_replaces_an_earlier_hf_export_with_no_rows_from_it(shared: Sh
     summary = export_hf(shared.path, shared.snapshots[1], out, overwrite=True)
     new_ids = parquet_task_ids(out)
     assert new_ids and all(t.startswith("sport-") for t in new_ids) and len(new_ids) == summary["rows"]
-    assert sorted(p.name for p in (out / "parquet").iterdir()) == ["sport.parquet"]
-    assert len(load_from_disk(str(out / "dataset"))) == summary["rows"]
+    assert sorted(str(p.relative_to(out / "parquet")) for p in (out / "parquet").glob("*/*")) == [
+        "test/sport.parquet", "train/sport.parquet"]
+    assert sum(len(split) for split in load_from_disk(str(out / "dataset")).values()) == summary["rows"]
     assert json.loads((out / MARKER).read_text()) == {"format": "hf", "snapshot_id": shared.snapshots[1]}
     no_staging_left(tmp_path)
 

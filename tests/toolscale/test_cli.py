@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from domains.registry import TABLE5
+from domains.registry import TABLE5, data_available
 
 CLI = [sys.executable, "-m", "toolscale.cli"]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -27,7 +29,7 @@ def test_domains_json_reports_every_domain_at_or_above_table5() -> None:
     rows = [r for r in listed if r["domain"] in TABLE5]  # imported domains (tau2's retail) are listed too
     assert {r["domain"] for r in rows} == set(TABLE5) and len(rows) == 10
     assert {r["domain"] for r in listed} - set(TABLE5) >= {"retail"}
-    assert set(rows[0]) == {"domain", "tables", "rows", "read_tools", "write_tools"}
+    assert set(rows[0]) == {"domain", "tables", "rows", "read_tools", "write_tools", "external_data", "install"}
     assert sum(r["read_tools"] + r["write_tools"] for r in rows) >= 197
     assert sum(r["rows"] for r in rows) >= 7048
     for r in rows:
@@ -37,7 +39,32 @@ def test_domains_json_reports_every_domain_at_or_above_table5() -> None:
 
 def test_domains_table_has_a_total_line() -> None:
     out = _run("domains")
-    assert out.returncode == 0 and out.stdout.splitlines()[-1].startswith("total")
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and any(line.startswith("total") for line in lines)
+    after = lines[next(i for i, line in enumerate(lines) if line.startswith("total")) + 1:]
+    assert all(line.startswith("note: ") for line in after)  # only notes on missing external data follow
+
+
+def test_domains_says_when_external_data_is_missing_and_how_to_install_it(tmp_path: Path) -> None:
+    """A domain seeded from external data (as retail is from tau2's db.json) whose file is not on this machine."""
+    spec = (REPO / "domains" / "retail" / "retail.yaml").read_text()
+    spec = spec.replace("domain: retail", "domain: shopfront", 1)
+    spec = re.sub(r"package: tau2\n    resource: [^\n]+", f"path: {tmp_path / 'absent' / 'db.json'}", spec)
+    (tmp_path / "mine" / "shopfront").mkdir(parents=True)
+    (tmp_path / "mine" / "shopfront" / "shopfront.yaml").write_text(spec)
+    env = {"TOOLSCALE_DOMAINS_DIR": str(tmp_path / "mine")}
+    listed = {r["domain"]: r for r in json.loads(_run("domains", "--json", env=env).stdout)}
+    assert listed["shopfront"]["external_data"] == "missing" and listed["shopfront"]["rows"] is None
+    assert "absent/db.json" in listed["shopfront"]["install"] and "setup_tau2.sh" in listed["shopfront"]["install"]
+    assert listed["retail"]["external_data"] == ("installed" if data_available("retail") else "missing")
+    assert listed["weather"]["external_data"] is None and listed["weather"]["install"] is None
+    table = _run("domains", env=env)
+    assert table.returncode == 0
+    row = next(line for line in table.stdout.splitlines() if line.startswith("shopfront"))
+    assert row.split()[2] == "-"
+    note = table.stdout.splitlines()[-1]
+    assert note.startswith("note: shopfront shows '-' rows because its external data is not installed")
+    assert "setup_tau2.sh" in note
 
 
 def test_call_prints_the_result_or_the_error() -> None:

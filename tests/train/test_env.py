@@ -18,7 +18,7 @@ from train.policies import EmptyPolicy, OraclePolicy, ScriptedPolicy, tool_call_
 from train.randomise import draw_instance
 from train.tasks import TrainingSet, TrainingTask, load_training_set
 from train.tools import ToolCatalog
-from train.user_sim import STOP, ScriptedUser, make_user
+from train.user_sim import STOP, ScriptedUser, first_person, make_user
 
 SCHEDULES = synthetic_schedules(seed=0)
 
@@ -125,13 +125,14 @@ def test_the_scripted_user_opens_with_the_request_answers_from_known_facts_and_s
     fact = next(f for f in task.known_facts if ":" in f)
     key = fact.partition(":")[0]
     answer = user.reply(f"Could you give me the {key}, please?")
-    assert fact in answer and STOP not in answer
+    assert first_person(fact) in answer and STOP not in answer
     assert user.reply("Your request is complete.").endswith(STOP)
     everything = ScriptedUser(task)
     vague = "Hm?"  # a question whose words name no fact (realistic facts are whole sentences: "you can ...")
     assert not any("hm" in f.lower().split() for f in task.known_facts)
     first = everything.reply(vague)
-    assert all(f in first for f in task.known_facts)  # a question naming no fact gets all of them
+    assert all(first_person(f) in first for f in task.known_facts)  # a question naming no fact gets all of them
+    assert not any(w in first.lower().split() for w in ("you", "your"))  # ... in the first person
     assert STOP in everything.reply("Anything else I can do?")  # nothing left to tell: the user leaves
 
 

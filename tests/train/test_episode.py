@@ -19,7 +19,7 @@ from train.profiles import load_profile
 from train.tasks import TrainingSet, TrainingTask
 from train.trainset import build_training_set
 from train.turns import parse_turn
-from train.user_sim import ScriptedUser
+from train.user_sim import ScriptedUser, first_person
 
 
 class ScriptedGenerator:
@@ -107,7 +107,7 @@ def test_a_rollout_is_the_environment_episode_with_user_replies_in_user_turns(pr
     # the user answered the question, the user's stop ended it, and the verifier scored it
     assert result.messages[2] == {"role": "assistant", "content": question}
     reply = result.messages[3]
-    assert reply["role"] == "user" and any(fact in reply["content"] for fact in task.known_facts)
+    assert reply["role"] == "user" and any(first_person(fact) in reply["content"] for fact in task.known_facts)
     assert result.ended_by == "user_stop" and result.solved and result.format_errors == 0
     assert result.turns == len(script)
 

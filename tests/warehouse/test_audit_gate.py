@@ -17,6 +17,7 @@ from domains.spec import parse_spec
 from synthesis.generate import ShardConfig, generate_shard
 from synthesis.realism_audit import TaskFacts, aggregate, task_figures
 from toolscale.cli import main
+from toolscale.cli_audit import TABLES
 from warehouse.audit_models import audit_rows, read_audit, write_audit
 from warehouse.quality import realism_gate
 from warehouse.schema import ensure_schema
@@ -97,7 +98,13 @@ def test_cli_audit_reads_stored_figures_and_recomputes_for_old_snapshots(tmp_pat
     assert row["policy_hinged_share"] == aggregate("railway", [r["realism"] for r in accepted],
                                                   [r["request"] for r in accepted])["policy_hinged_share"]
     assert main(["audit", "latest", "--warehouse", path]) == 0
-    assert "railway *" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "railway *" in table
+    assert max(len(line) for line in table.splitlines()) <= 120  # fits a 120-column terminal
+    for _, columns in TABLES:  # every header is a plain word or two, explained on a legend line
+        for header, key, _, what in columns:
+            assert "_" not in header and f"  {header:<11} {what}" in table.splitlines(), header
+    assert f"{row['tasks']:>11}" in table and "100%" in table  # the figures themselves, as in --json
 
 
 def test_a_decision_citing_an_unwritten_rule_is_counted_and_gated(tmp_path: Path) -> None:

