@@ -73,20 +73,23 @@ def _serve_until_stopped(managed: Any, stop: threading.Event) -> int:
 def _llm_stages(args: argparse.Namespace) -> int:
     # the flow starts a temporary Prefect server when none is configured; a busy machine needs more than 20 s
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    from inference.cost import format_usd
     from inference.endpoints import EndpointError
     from synthesis.llm_stages import LLMStagesConfig
     from warehouse.reader import WarehouseError
 
     cfg = LLMStagesConfig(warehouse=args.warehouse, work_dir=args.work_dir, stages=list(args.stages),
                           sample=args.sample, proposals=args.proposals, endpoint=args.endpoint,
-                          registry=args.registry, budget_usd=args.budget, seed=args.seed, port=args.port)
+                          registry=args.registry, budget_usd=args.budget, seed=args.seed, port=args.port,
+                          prices=args.prices)
     try:
         cfg.check()  # bad settings fail before a flow run exists
         from flows.llm_stages import llm_stages_flow
 
         report = llm_stages_flow(stages=cfg.stages, sample=cfg.sample, proposals=cfg.proposals,
                                  endpoint=cfg.endpoint, budget_usd=cfg.budget_usd, warehouse=cfg.warehouse,
-                                 work_dir=cfg.work_dir, seed=cfg.seed, port=cfg.port, registry=cfg.registry)
+                                 work_dir=cfg.work_dir, seed=cfg.seed, port=cfg.port, registry=cfg.registry,
+                                 prices=cfg.prices)
     except (ValueError, EndpointError, WarehouseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -99,7 +102,7 @@ def _llm_stages(args: argparse.Namespace) -> int:
               f"refused: {reasons}")
     t = report["totals"]
     print(f"run {report['run_id']}: {t['calls']} calls ({t['cache_hits']} cached), "
-          f"{t['prompt_tokens'] + t['completion_tokens']} tokens, ${t['cost_usd']:.6f}")
+          f"{t['prompt_tokens'] + t['completion_tokens']} tokens, {format_usd(t['cost_usd'])}")
     return 0
 
 
@@ -124,6 +127,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--proposals", type=int, default=2, help="domain specs to ask for")
     p.add_argument("--endpoint", default=None, help="an endpoint name from the registry (default: its default)")
     p.add_argument("--budget", type=float, default=None, help="USD for the whole run (default: no limit)")
+    p.add_argument("--prices", default=None, help="a provider price file for the endpoint's model (the nominal "
+                                                  "ToolOrchestra table prices the models it lists)")
     p.add_argument("--seed", type=int, default=0, help="which tasks are sampled")
     p.add_argument("--port", type=int, default=None, help="port for a managed server started for this run")
     p.add_argument("--warehouse", default=os.environ.get("TOOLSCALE_WAREHOUSE", "warehouse/toolscale.duckdb"), help="DuckDB file (default: $TOOLSCALE_WAREHOUSE "
