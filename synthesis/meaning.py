@@ -7,8 +7,9 @@ text itself is compared with the original, on what carries meaning in a request 
   appear. The vocabulary comes from the spec and its seeded data, not from a list: every enum value (``heat``,
   ``warning``, ``sensor drift``), every short name in the seeded database (regions, stations, people), and the
   calendar's weekday and month names and the number words (amounts written out);
-- **invented words**: a word the original does not have, that no domain value contains and that is no English word
-  (the MiniLM tokenizer's word list, which the project ships) stands where a value should ("Zorblax");
+- **invented words**: a word the original does not have, that no domain value contains, that the spec itself does
+  not use (its policy, tool and table descriptions, utterances) and that is no English word (the MiniLM
+  tokenizer's word list, which the project ships) stands where a value should ("Zorblax");
 - **added requests**: a verb that asks for a change (the write tools' own verbs, and the verbs that ask any agent to
   change or destroy something) or a sweeping quantifier ("every", "all") the original does not use;
 - **negation**: a negating word the original does not use ("Do not do this: ...").
@@ -46,7 +47,7 @@ NEGATIONS = frozenset(("not no never nothing nobody none neither nor without can
 MAX_NAME_WORDS = 3  # a seeded text value of more words is prose (a description), not a name
 MAX_NAME_CHARS = 40
 SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "s", "ly")
-PREFIXES = ("un", "re", "pre", "dis", "mis", "non", "over", "under")
+PREFIXES = ("un", "re", "pre", "dis", "mis", "non", "over", "under", "sub")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class DomainVocabulary:
     names: frozenset[str]  # short text values of the seeded data: matched in their own case (Mark, not mark)
     change_verbs: frozenset[str]  # stems
     words: frozenset[str]  # every lower-case word of a term or a name
+    spec_words: frozenset[str] = frozenset()  # the spec's own language: tool names and descriptions, policy, ...
 
     def named(self, text: str) -> set[str]:
         """The domain values ``text`` names, as whole words (longest term first), lower-cased."""
@@ -88,13 +90,11 @@ def vocabulary(domain: str, seed: int = 0) -> DomainVocabulary:
     for table in spec.tables:
         for column in table.columns:
             for value in column.enum or ():
-                if isinstance(value, str):
-                    terms.add(value)
+                _add_enum(value, terms, names)
     for tool in spec.tools:
         for prop in tool.parameters.get("properties", {}).values():
             for value in prop.get("enum") or ():
-                if isinstance(value, str):
-                    terms.add(value)
+                _add_enum(value, terms, names)
     engine = get_engine(domain, seed)
     with engine.fresh() as db:
         for table in spec.tables:
@@ -112,7 +112,12 @@ def vocabulary(domain: str, seed: int = 0) -> DomainVocabulary:
     values = frozenset(" ".join(t.replace("_", " ").split()).lower() for t in terms if t and t.strip())
     verbs = {stem(t.name.split("_")[0]) for t in spec.tools if t.kind == "write"}
     words = frozenset(w.lower() for v in values | names for w in WORD.findall(v))
-    return DomainVocabulary(values, frozenset(names), frozenset(verbs | {stem(v) for v in CHANGE_VERBS}), words)
+    prose = [spec.policy, *(t.name.replace("_", " ") + " " + t.description for t in spec.tools),
+             *(u for templates in spec.utterances.values() for u in templates),
+             *(f"{t.name.replace('_', ' ')} {t.noun} {t.description}" for t in spec.tables)]
+    spec_words = frozenset(w.lower() for text in prose for w in WORD.findall(str(text)))
+    return DomainVocabulary(values, frozenset(names), frozenset(verbs | {stem(v) for v in CHANGE_VERBS}), words,
+                            spec_words)
 
 
 def meaning_change(domain: str, original: str, rewrite: str, seed: int = 0,
@@ -141,7 +146,8 @@ def meaning_change(domain: str, original: str, rewrite: str, seed: int = 0,
         return MeaningChange("added_request", "the rewrite asks for a change the request does not: " + _listed(asks))
     known = english_words()
     if known:
-        invented = [w for w in new_words if w not in vocab.words and not _is_english(w, known)]
+        invented = [w for w in new_words if w not in vocab.words and w not in vocab.spec_words
+                    and not _is_english(w, known | vocab.spec_words)]
         if invented:
             return MeaningChange("invented_word", "the rewrite uses words that are no value of this domain and no "
                                                   "English word: " + _listed(invented))
@@ -192,6 +198,14 @@ def _is_english(word: str, known: frozenset[str]) -> bool:
                 base = c[: -len(suffix)]
                 candidates.update({base, base + "e", base + "y", base[:-1] if base[-1:] == base[-2:-1] else base})
     return any(c in known for c in candidates)
+
+
+def _add_enum(value: object, terms: set[str], names: set[str]) -> None:
+    """An enum value as a term in any case; a short one (a grade "B+") only in its own case, and a single letter
+    not at all: "a" would match every article."""
+    if not isinstance(value, str) or len(value.strip()) < 2:
+        return
+    (names if len(value.strip()) <= 2 else terms).add(value.strip())
 
 
 def _name_like(value: object) -> bool:
