@@ -1,4 +1,5 @@
-"""A hostile OpenAI-protocol server on loopback: the last user message names the fault it sends back.
+"""A hostile OpenAI-protocol server on loopback: the last user message names the fault it sends back
+(``fault:<name>``; any other message gets the server's ``default`` fault).
 
 Each fault is a function from the request to raw bytes written on the socket (status line, headers and body are
 the fault's own), so a reply can break HTTP framing, JSON, types or limits. The server stops every handler when
@@ -54,7 +55,7 @@ class FakeLLM:
     """``with FakeLLM() as server``: ``server.base_url`` answers chat completions; ``server.requests`` counts the
     POSTs per fault name."""
 
-    def __init__(self) -> None:
+    def __init__(self, default: str = "ok") -> None:
         self.requests: Counter[str] = Counter()
         self._stop = threading.Event()
         self.faults: dict[str, Callable[[Any, dict[str, Any]], None]] = {}
@@ -70,7 +71,7 @@ class FakeLLM:
             def do_POST(self) -> None:
                 request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 text = str(request["messages"][-1]["content"])
-                name = text.removeprefix("fault:") if text.startswith("fault:") else "ok"
+                name = text.removeprefix("fault:") if text.startswith("fault:") else default
                 server.requests[name] += 1
                 try:
                     server.faults[name](self, request)

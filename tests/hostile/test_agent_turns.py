@@ -168,3 +168,26 @@ def test_an_agent_endpoint_that_trickles_ends_the_episode_by_its_timeout(tmp_pat
             result = Environment(EnvConfig(subset_tools=False)).run(TASK, policy, ScriptedUser(TASK))
     assert result.ended_by == "policy_error" and "timeout" in (result.error or "")
     assert time.monotonic() - start < 5  # two attempts of 1 s each, not a byte a second for ever
+
+
+def test_toolscale_evaluate_on_a_trickling_server_ends_by_its_timeout(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from tests.snapshots import published_warehouse
+    from toolscale.cli import main
+
+    warehouse = published_warehouse(tmp_path, ["weather"], tasks_per_domain=6)
+    with FakeLLM(default="trickle_body") as server:
+        registry = tmp_path / "endpoints.yaml"
+        registry.write_text(yaml.safe_dump({"default": "slow", "endpoints": {"slow": {
+            "base_url": server.base_url, "model": "m", "provider": "local", "pricing_key": "slow"}}}))
+        start = time.monotonic()
+        code = main(["evaluate", "slow", "--registry", str(registry), "--warehouse", warehouse, "--limit", "1",
+                     "--max-turns", "2", "--timeout", "1", "--out", str(tmp_path / "plots"), "--quiet", "--json"])
+        elapsed = time.monotonic() - start
+    out = capsys.readouterr().out
+    assert elapsed < 60, elapsed  # a byte a second used to hold it for ever
+    assert code == 0, out
+    report = json.loads(out[out.index("{"):])
+    assert report["episodes"] == 1 and report["accuracy"] == 0
