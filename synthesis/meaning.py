@@ -46,8 +46,9 @@ NEGATIONS = frozenset(("not no never nothing nobody none neither nor without can
                        "dont cant wont").split())
 MAX_NAME_WORDS = 3  # a seeded text value of more words is prose (a description), not a name
 MAX_NAME_CHARS = 40
-SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "s", "ly")
-PREFIXES = ("un", "re", "pre", "dis", "mis", "non", "over", "under", "sub")
+SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ness", "ence", "ance", "ity", "ful", "less", "ive",
+            "ous", "able", "ible", "al", "ies", "ied", "ers", "er", "ed", "es", "s", "ly")
+PREFIXES = ("un", "re", "pre", "dis", "mis", "non", "over", "under", "sub", "in", "im", "ir", "il")
 
 
 @dataclass(frozen=True)
