@@ -132,7 +132,7 @@ def test_sleeping_code_calls_are_held_to_the_episode_budget() -> None:
     start = time.monotonic()
     result = _play([sleeper * 8], code_interpreter=True, max_episode_s=2.0)
     elapsed = time.monotonic() - start
-    assert elapsed < 6, elapsed  # 8 x 9 s held one episode for 73 s before
+    assert elapsed < 20, elapsed  # 8 x 9 s held one episode for 73 s before (loose for a busy machine)
     assert result.ended_by == "time_limit" and result.usage["code_interpreter"].calls <= 1
 
 
@@ -152,7 +152,7 @@ def test_a_slow_agent_is_stopped_by_the_episode_budget() -> None:
     env = Environment(EnvConfig(subset_tools=False, max_episode_s=1.0, max_turns=50))
     start = time.monotonic()
     result = env.run(TASK, Slow(), Patient())  # type: ignore[arg-type]
-    assert result.ended_by == "time_limit" and time.monotonic() - start < 3
+    assert result.ended_by == "time_limit" and time.monotonic() - start < 10  # 50 turns x 0.4 s without it
     assert result.error and "wall-clock budget" in result.error
 
 
@@ -167,7 +167,7 @@ def test_an_agent_endpoint_that_trickles_ends_the_episode_by_its_timeout(tmp_pat
                                                                      "content": "fault:trickle_body"}])
             result = Environment(EnvConfig(subset_tools=False)).run(TASK, policy, ScriptedUser(TASK))
     assert result.ended_by == "policy_error" and "timeout" in (result.error or "")
-    assert time.monotonic() - start < 5  # two attempts of 1 s each, not a byte a second for ever
+    assert time.monotonic() - start < 15  # two attempts of 1 s each, not a byte a second for minutes
 
 
 def test_toolscale_evaluate_on_a_trickling_server_ends_by_its_timeout(tmp_path: Path,

@@ -97,7 +97,9 @@ def test_each_hostile_reply_is_one_failed_call_of_its_kind(server: FakeLLM, tmp_
     assert reply.error_kind in ERROR_KINDS
     assert reply.error_detail and "\n" not in reply.error_detail and "Traceback" not in reply.error_detail
     # the deadline is total: a server trickling a byte a second is cut off at timeout_s, not per read
-    assert elapsed < (TIMEOUT_S + 1.5 if fault in SLOW else TIMEOUT_S + 3.0), elapsed
+    # (a trickled answer would take minutes in full, the silent server holds on for 30 s: loose bounds for a busy
+    # machine still tell them apart)
+    assert elapsed < (TIMEOUT_S + 6 if fault in SLOW else TIMEOUT_S + 10), elapsed
     assert len(DiskCache(cache)) == 0, "a refused answer was cached"
     assert [r.error_kind for r in records] == [REFUSED[fault]]
 
