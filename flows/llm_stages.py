@@ -16,6 +16,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
+from inference.cost import format_usd
 from synthesis.llm_stages import STAGES, LLMStagesConfig, LLMStagesReport, default_warehouse, run_llm_stages
 
 ARTIFACT_KEY = "toolscale-llm-stages"
@@ -27,14 +28,14 @@ def llm_stages_flow(stages: list[str] | None = None, sample: int = 8, proposals:
                     work_dir: str = "work", seed: int = 0, snapshot: str = "latest",
                     domains: list[str] | None = None, kill_threshold: float = 0.9,
                     port: int | None = None, registry: str | None = None,
-                    propose_max_tokens: int = 400) -> dict[str, Any]:
+                    propose_max_tokens: int = 400, prices: str | None = None) -> dict[str, Any]:
     """Run the LLM stages and record calls, acceptance per stage and refusals in the warehouse."""
     logger = get_run_logger()
     cfg = LLMStagesConfig(warehouse=warehouse or default_warehouse(), work_dir=work_dir,
                           stages=list(stages or STAGES), sample=sample, proposals=proposals, endpoint=endpoint,
                           registry=registry, budget_usd=budget_usd, seed=seed, snapshot=snapshot, domains=domains,
                           kill_threshold=kill_threshold, port=port,
-                          propose_max_tokens=propose_max_tokens)
+                          propose_max_tokens=propose_max_tokens, prices=prices)
     report = run_llm_stages(cfg, progress=logger.info)
     create_markdown_artifact(markdown=report_markdown(report), key=ARTIFACT_KEY,
                              description=f"LLM stages run {report.run_id}")
@@ -46,7 +47,7 @@ def report_markdown(report: LLMStagesReport) -> str:
     lines = [f"# LLM stages run `{report.run_id}`", "",
              f"- **endpoint:** {report.endpoint}; **snapshot:** {report.snapshot_id or '-'}",
              f"- **calls:** {t['calls']} ({t['cache_hits']} from cache), {t['prompt_tokens']} + "
-             f"{t['completion_tokens']} tokens, ${t['cost_usd']:.6f}", "",
+             f"{t['completion_tokens']} tokens, {format_usd(t['cost_usd'])}", "",
              "| stage | attempted | accepted | acceptance | refusals |", "|---|---:|---:|---:|---|"]
     for stage, s in report.stages.items():
         reasons = ", ".join(f"{k} {v}" for k, v in s["rejection_reasons"].items()) or "none"

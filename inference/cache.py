@@ -23,7 +23,7 @@ def request_key(model: str, messages: list[dict[str, Any]], params: dict[str, An
     payload = {"format": CACHE_FORMAT, "model": model, "messages": messages,
                "params": {k: v for k, v in params.items() if v is not None}}
     canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class DiskCache:
@@ -36,8 +36,8 @@ class DiskCache:
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored entry, or None; an unreadable entry (e.g. edited by hand) counts as a miss."""
         try:
-            entry = json.loads(self.path(key).read_text())
-        except (OSError, ValueError):
+            entry = json.loads(self.path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return None
         return entry if isinstance(entry, dict) and entry.get("key") == key else None
 
@@ -46,7 +46,7 @@ class DiskCache:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{key[:8]}-", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w") as handle:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump({**entry, "key": key}, handle, ensure_ascii=False, sort_keys=True)
                 handle.flush()
                 os.fsync(handle.fileno())

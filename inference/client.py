@@ -2,8 +2,11 @@
 and one record per call.
 
 Failures are data: a call that still fails after its retries returns a ``ChatReply`` with ``ok=False`` and an
-``error_kind`` (see ``inference.records.ERROR_KINDS``); nothing a server sends can crash the caller. The one
-exception raised on purpose is ``BudgetExceeded`` from ``chat`` (``chat_many`` turns it into refused replies).
+``error_kind`` (see ``inference.records.ERROR_KINDS``); nothing a server sends can crash or hang the caller. Each
+HTTP request has a total deadline (``timeout_s``, not per read) and a byte cap (``max_reply_bytes``), and its answer
+must pass ``inference.replies.check_body`` (depth, types, usage, finish_reason, Unicode, length for max_tokens)
+before it is believed or cached. The one exception raised on purpose is ``BudgetExceeded`` from ``chat``
+(``chat_many`` turns it into refused replies).
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ from typing import Any
 
 import openai
 
+from domains.arguments import parse_arguments
 from inference.budget import Budget, BudgetExceeded
 from inference.cache import DiskCache, request_key
 from inference.endpoints import Endpoint, EndpointError
 from inference.cost import PricingLookup, price_for
 from inference.records import CallRecord, StageOutcome, write_llm_calls
+from inference.replies import MAX_REPLY_BYTES, ReplyProblem, check_body, parse_body
+from inference.transport import Allowance, allowance, guarded_http_client
 
 __all__ = ["BudgetExceeded", "ChatReply", "ChatRequest", "LLMClient", "ToolCall", "force_tool"]
 
@@ -39,7 +45,8 @@ class ToolCall:
     id: str
     name: str
     arguments_json: str
-    arguments: dict[str, Any] | None  # None when arguments_json is not a JSON object
+    arguments: dict[str, Any] | None  # None when arguments_json is not one strict JSON object
+    arguments_problem: str | None = None  # why arguments is None (duplicate keys, too deep, not JSON, ...)
 
 
 @dataclass
@@ -99,9 +106,15 @@ class LLMClient:
                  budget: Budget | float | None = None, pricing: PricingLookup | None = None,
                  max_concurrency: int = 4, max_retries: int = 4, backoff_s: float = 0.5, max_backoff_s: float = 20.0,
                  timeout_s: float = 60.0, run_id: str | None = None, snapshot_id: str | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, max_reply_bytes: int = MAX_REPLY_BYTES) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s <= 3600):  # NaN fails every comparison
+            raise ValueError(f"timeout_s must be a number of seconds from 0 to 3600, got {timeout_s}")
+        if max_reply_bytes < 1:
+            raise ValueError(f"max_reply_bytes must be >= 1, got {max_reply_bytes}")
+        self.timeout_s = float(timeout_s)
+        self.max_reply_bytes = max_reply_bytes
         self.endpoint = endpoint
         self.stage = stage
         self.cache = DiskCache(cache_dir) if cache_dir is not None else None
@@ -122,8 +135,11 @@ class LLMClient:
         self._sequence = 0  # call ids stay unique across flushes
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max_concurrency)
+        # every socket operation of a request draws on one allowance: a total deadline and a byte cap
+        self._http = guarded_http_client(timeout=timeout_s, follow_redirects=False,
+                                         event_hooks={"response": [_refuse_compressed]})
         self._openai = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key(), max_retries=0,
-                                     timeout=timeout_s)
+                                     timeout=timeout_s, http_client=self._http)
 
     def __enter__(self) -> LLMClient:
         return self
@@ -133,6 +149,7 @@ class LLMClient:
 
     def close(self) -> None:
         self._openai.close()
+        self._http.close()
 
     def chat(self, messages: Sequence[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              tool_choice: str | dict[str, Any] | None = None, stage: str | None = None, task_id: str | None = None,
@@ -141,12 +158,17 @@ class LLMClient:
         Raises BudgetExceeded (after recording the refusal) when the run's budget is spent."""
         if params.get("stream"):
             raise ValueError("LLMClient.chat does not stream: a cached, recorded call needs the whole answer")
-        messages = [_sendable(m) for m in messages]
-        key = request_key(self.endpoint.model, messages, {**params, "tools": tools, "tool_choice": tool_choice})
         start = time.perf_counter()
-        cached = self.cache.get(key) if self.cache is not None else None
+        messages = [_sendable(m) for m in messages]
+        problem = _request_problem(messages, tools, tool_choice, params)
+        if problem:  # nothing is sent and nothing is cached for a request that cannot be written as JSON
+            reply = _failed("", "invalid_request", problem, 0, time.perf_counter() - start)
+            self._record(reply, stage, task_id)
+            return reply
+        key = request_key(self.endpoint.model, messages, {**params, "tools": tools, "tool_choice": tool_choice})
+        cached = self._cached_body(key, params)
         if cached is not None:
-            reply = _reply_from_body(cached["response"], key, cache_hit=True, attempts=0)
+            reply = _reply_from_body(cached, key, cache_hit=True, attempts=0)
             reply.cost_usd = 0.0  # nothing was paid for this answer in this run
             reply.latency_s = time.perf_counter() - start
             self._record(reply, stage, task_id)
@@ -162,6 +184,18 @@ class LLMClient:
             self.budget.charge(reply.cost_usd)
         self._record(reply, stage, task_id)
         return reply
+
+    def _cached_body(self, key: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The cached answer when there is one that passes the same checks as a fresh one; else None (a miss)."""
+        entry = self.cache.get(key) if self.cache is not None else None
+        body = entry.get("response") if entry is not None else None
+        if not isinstance(body, dict):
+            return None
+        try:
+            check_body(body, params)
+        except ReplyProblem:
+            return None
+        return body
 
     def chat_many(self, requests: Sequence[ChatRequest]) -> list[ChatReply]:
         """Run a batch, at most ``max_concurrency`` at a time, in the order given. Once the budget is spent the
@@ -187,7 +221,10 @@ class LLMClient:
         return {"calls": len(records), "cache_hits": sum(r.cache_hit for r in records),
                 "prompt_tokens": sum(r.prompt_tokens for r in records),
                 "completion_tokens": sum(r.completion_tokens for r in records),
-                "cost_usd": sum(r.cost_usd or 0.0 for r in records),
+                # None ("unknown") as soon as one paid call had no price: a partial sum would read as the cost
+                "cost_usd": None if any(r.cost_usd is None for r in records)
+                else sum(r.cost_usd or 0.0 for r in records),
+                "unpriced_calls": sum(r.cost_usd is None for r in records),
                 "failures": dict(self.failures()), "attempt_failures": dict(self.attempt_failures)}
 
     def flush_records(self, warehouse: str | Path, outcomes: list[StageOutcome] | None = None) -> int:
@@ -206,11 +243,16 @@ class LLMClient:
         attempts = 0
         while True:
             attempts += 1
+            failure: _CallFailed | None = None
             try:
                 with self._slots:
                     body = self._request(messages, tools, tool_choice, params)
                 reply = _reply_from_body(body, key, cache_hit=False, attempts=attempts)
-            except _CallFailed as failure:
+            except _CallFailed as exc:
+                failure = exc
+            except Exception as exc:  # nothing a server sends may raise out of chat; a bug shows as its own kind
+                failure = _CallFailed("unexpected", f"{type(exc).__name__}: {exc}"[:300])
+            if failure is not None:
                 with self._lock:
                     self.attempt_failures[failure.kind] += 1
                 if failure.kind not in RETRYABLE or attempts > self.max_retries:
@@ -219,8 +261,12 @@ class LLMClient:
                 continue
             reply.latency_s = time.perf_counter() - start
             if self.cache is not None:
-                self.cache.put(key, {"endpoint": self.endpoint.name, "model": self.endpoint.model, "response": body,
-                                     "created_at": datetime.now(timezone.utc).isoformat()})
+                try:
+                    self.cache.put(key, {"endpoint": self.endpoint.name, "model": self.endpoint.model,
+                                         "response": body, "created_at": datetime.now(timezone.utc).isoformat()})
+                except OSError:  # a full disk costs the cache entry, not the answer
+                    with self._lock:
+                        self.attempt_failures["cache_write"] += 1
             return reply
 
     def _delay(self, attempts: int, retry_after: float | None) -> float:
@@ -232,35 +278,39 @@ class LLMClient:
 
     def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                  tool_choice: str | dict[str, Any] | None, params: dict[str, Any]) -> dict[str, Any]:
-        """One HTTP request; returns the parsed JSON body or raises _CallFailed with its kind."""
+        """One HTTP request within ``timeout_s`` and ``max_reply_bytes`` in all; returns the checked JSON body or
+        raises _CallFailed with its kind."""
         extra: dict[str, Any] = {}
         if tools is not None:
             extra["tools"] = tools
         if tool_choice is not None:
             extra["tool_choice"] = tool_choice
-        try:
-            raw = self._openai.chat.completions.with_raw_response.create(
-                model=self.endpoint.model, messages=messages, **extra, **params)
-            text = raw.http_response.text
-        except openai.APIStatusError as exc:
-            raise _status_failure(exc.status_code, exc.response) from None
-        except openai.APITimeoutError:
-            raise _CallFailed("timeout", "no complete answer within the timeout") from None
-        except openai.APIConnectionError as exc:
-            raise _connection_failure(exc.__cause__ or exc) from None
-        except Exception as exc:  # a body read that fails after the status line arrived
-            if not _is(exc, "HTTPError"):
+        with allowance(self.timeout_s, self.max_reply_bytes) as limits:
+            try:
+                # identity: a compressed answer could inflate past any byte cap on the wire
+                with self._openai.chat.completions.with_streaming_response.create(
+                        model=self.endpoint.model, messages=messages, extra_headers={"Accept-Encoding": "identity"},
+                        **extra, **params) as response:
+                    raw = _read_capped(response.http_response, self.max_reply_bytes)
+            except openai.APIStatusError as exc:
+                raise _status_failure(exc.status_code, exc.response) from None
+            except openai.APITimeoutError:
+                raise _limit_failure(limits) or _CallFailed("timeout", "no complete answer within the timeout") \
+                    from None
+            except openai.APIConnectionError as exc:
+                raise _limit_failure(limits) or _connection_failure(exc.__cause__ or exc) from None
+            except _CallFailed:
                 raise
-            raise _connection_failure(exc) from None
+            except Exception as exc:  # a body read that fails after the status line arrived
+                if not _is(exc, "HTTPError"):
+                    raise
+                raise _limit_failure(limits) or _connection_failure(exc) from None
         try:
-            body = json.loads(text)
-        except ValueError as exc:
-            kind = "truncated" if _looks_truncated(text) else "malformed_json"
-            raise _CallFailed(kind, f"the answer is not JSON ({exc}); first bytes: {text[:80]!r}") from None
-        problem = _shape_problem(body)
-        if problem:
-            raise _CallFailed("malformed_json", problem)
-        return body
+            body = parse_body(raw)
+            check_body(body, params)
+            return body
+        except ReplyProblem as problem:
+            raise _CallFailed(problem.kind, problem.detail) from None
 
     def _record(self, reply: ChatReply, stage: str | None, task_id: str | None) -> None:
         with self._lock:
@@ -282,6 +332,19 @@ def _sendable(message: dict[str, Any]) -> dict[str, Any]:
     if out.get("role") == "assistant" and out.get("tool_calls") and out.get("content") is None:
         out["content"] = ""
     return out
+
+
+def _request_problem(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                     tool_choice: str | dict[str, Any] | None, params: dict[str, Any]) -> str | None:
+    """Why the request cannot be sent as JSON (a lone surrogate, NaN, an object JSON has no word for), or None."""
+    try:
+        json.dumps({"messages": messages, "tools": tools, "tool_choice": tool_choice, **params},
+                   ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"the request holds text that is not valid Unicode ({exc.reason} {exc.object[exc.start:exc.end]!a})"
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"the request cannot be written as JSON ({str(exc)[:120]})"
+    return None
 
 
 def _failed(key: str, kind: str, detail: str, attempts: int, latency: float) -> ChatReply:
@@ -321,53 +384,52 @@ def _connection_failure(cause: BaseException) -> _CallFailed:
     return _CallFailed("connection", str(cause) or type(cause).__name__)
 
 
-def _looks_truncated(text: str) -> bool:
-    """A JSON document cut short (opened but never closed), as opposed to text that is not JSON at all."""
-    stripped = text.strip()
-    return stripped.startswith(("{", "[")) and not stripped.endswith(("}", "]"))
+def _read_capped(response: Any, max_bytes: int) -> bytes:
+    """The body, read in chunks, refused once it passes ``max_bytes`` (the socket cap counts the wire; this one
+    counts what httpx hands over)."""
+    chunks, size = [], 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise _CallFailed("too_large", f"the answer is over {max_bytes:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
-def _shape_problem(body: Any) -> str | None:
-    if not isinstance(body, dict):
-        return "the answer is JSON but not an object"
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return "the answer has no choices"
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
-        return "the answer's first choice has no message"
-    if message.get("content") is not None and not isinstance(message["content"], str):
-        return "the answer's message content is not a string"
-    calls = message.get("tool_calls") or []
-    if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("function"), dict)
-                                              for c in calls):
-        return "the answer's tool_calls are not a list of function calls"
-    usage = body.get("usage")
-    if usage is not None and not isinstance(usage, dict):
-        return "the answer's usage is not an object"
-    for name in ("prompt_tokens", "completion_tokens"):
-        value = (usage or {}).get(name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            return f"the answer's usage.{name} is not a count"
+def _limit_failure(limits: Allowance) -> _CallFailed | None:
+    """The failure when the request's own limits stopped it (not the server or the network)."""
+    if limits.tripped == "too_large":
+        return _CallFailed("too_large", f"the answer is over {limits.max_bytes:,} bytes")
+    if limits.tripped == "deadline" or limits.remaining_s() <= 0:
+        return _CallFailed("timeout", "no complete answer within the total deadline of the request")
     return None
 
 
+def _refuse_compressed(response: Any) -> None:
+    """httpx response hook: an encoded (compressed) body could inflate past every cap, and we asked for none."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        response.close()
+        raise _CallFailed("bad_encoding", f"the answer is {encoding[:20]}-encoded; the client asked for identity")
+
+
 def _reply_from_body(body: dict[str, Any], key: str, *, cache_hit: bool, attempts: int) -> ChatReply:
+    """The reply of a body that ``check_body`` passed."""
     choice = body["choices"][0]
     message = choice["message"]
     calls = []
     for i, call in enumerate(message.get("tool_calls") or []):
         fn = call["function"]
         raw_arguments = fn.get("arguments")
-        arguments_json = raw_arguments if isinstance(raw_arguments, str) else json.dumps(raw_arguments)
-        try:
-            parsed = json.loads(arguments_json)
-        except (TypeError, ValueError):
-            parsed = None
-        calls.append(ToolCall(id=str(call.get("id") or f"call_{i}"), name=str(fn.get("name", "")),
-                              arguments_json=arguments_json, arguments=parsed if isinstance(parsed, dict) else None))
+        arguments_json = raw_arguments if isinstance(raw_arguments, str) else json.dumps(raw_arguments or {})
+        try:  # strictly: one object, no duplicate keys, bounded depth and size (what the environment demands)
+            parsed: dict[str, Any] | None = parse_arguments(arguments_json)
+            problem = None
+        except ValueError as exc:
+            parsed, problem = None, str(exc)
+        calls.append(ToolCall(id=call.get("id") or f"call_{i}", name=fn["name"], arguments_json=arguments_json,
+                              arguments=parsed, arguments_problem=problem))
     usage = body.get("usage") or {}
     return ChatReply(ok=True, text=message.get("content"), tool_calls=calls, finish_reason=choice.get("finish_reason"),
-                     prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                     completion_tokens=int(usage.get("completion_tokens") or 0), cost_usd=None, latency_s=0.0,
-                     cache_hit=cache_hit, attempts=attempts, request_hash=key)
+                     prompt_tokens=usage.get("prompt_tokens") or 0, completion_tokens=usage.get("completion_tokens")
+                     or 0, cost_usd=None, latency_s=0.0, cache_hit=cache_hit, attempts=attempts, request_hash=key)

@@ -38,9 +38,31 @@ def price_for(endpoint: Endpoint, lookup: PricingLookup | None) -> Price | None:
     return LOCAL_PRICE if endpoint.provider == "local" else None
 
 
+def format_usd(cost: float | None) -> str:
+    """A cost as printed: "unknown" when a call had no price, never $0.000000 for what nobody priced."""
+    return "unknown" if cost is None else f"${cost:.6f}"
+
+
 def table_lookup(prices: Mapping[str, Price]) -> PricingLookup:
     """A lookup over a plain mapping (tests, or a pricing table read from the warehouse)."""
     return lambda key: prices.get(key)
+
+
+def run_lookup(*schedules: PricingSchedule) -> PricingLookup:
+    """The lookup a run of the factory uses: each schedule's models by full name and, where it is unambiguous, by
+    the name after the last "/" (``qwen3-8b`` finds ``Qwen/Qwen3-8B``), case-insensitively; an earlier schedule
+    wins. Unknown keys stay unknown (None)."""
+    prices: dict[str, Price] = {}
+    tails: dict[str, list[Price]] = {}
+    for schedule in schedules:
+        for p in schedule.prices:
+            price = Price(p.input_usd_per_1m, p.output_usd_per_1m, f"{schedule.name}: {p.source}")
+            prices.setdefault(p.model.lower(), price)
+            tails.setdefault(p.model.lower().rsplit("/", 1)[-1], []).append(price)
+    for tail, found in tails.items():
+        if len(found) == 1:
+            prices.setdefault(tail, found[0])
+    return lambda key: prices.get(key.lower())
 
 
 def schedule_lookup(schedule: PricingSchedule) -> PricingLookup:

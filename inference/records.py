@@ -8,6 +8,7 @@ never see a half-written batch and a failed flush changes nothing.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -21,7 +22,15 @@ from warehouse.writer import atomic_edit
 
 # what went wrong, in a few fixed words (the `error_kind` column)
 ERROR_KINDS = ("rate_limited", "server_error", "client_error", "timeout", "connection", "malformed_json",
-               "truncated", "budget_exceeded")
+               "truncated", "budget_exceeded",
+               # the answer broke a limit or a type (inference/replies.py); never retried, never cached
+               "too_large", "too_deep", "too_long", "bad_usage", "bad_finish_reason", "bad_text", "bad_tool_call",
+               "bad_encoding",
+               # the request itself could not be sent (text that is not Unicode, a value JSON cannot hold)
+               "invalid_request",
+               # anything else that went wrong inside the client: a bug, recorded rather than raised
+               "unexpected")
+MAX_STORED_INT = 2**53  # larger counts are no real figure, and a BIGINT overflow would fail the whole flush
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ def write_llm_calls(path: str | Path, records: list[CallRecord], outcomes: list[
     if not records and not outcomes:
         return 0
     with atomic_edit(path) as con:
-        _insert(con, "llm_calls", [asdict(r) for r in records])
+        _insert(con, "llm_calls", [_storable(asdict(r)) for r in records])
         now = datetime.now(timezone.utc).replace(tzinfo=None)
         for o in outcomes:
             con.execute("DELETE FROM llm_stage_rejections WHERE run_id = ? AND stage = ?", [o.run_id, o.stage])
@@ -77,9 +86,31 @@ def write_llm_calls(path: str | Path, records: list[CallRecord], outcomes: list[
             "acceptance_rate": o.accepted / o.attempted if o.attempted else 0.0,
             "rejection_reasons_json": json.dumps(Counter(r["reason"] for r in o.rejections), sort_keys=True)}
             for o in outcomes])
-        _insert(con, "llm_stage_rejections", [{"run_id": o.run_id, "stage": o.stage, **r}
+        _insert(con, "llm_stage_rejections", [_storable({"run_id": o.run_id, "stage": o.stage, **r})
                                               for o in outcomes for r in o.rejections])
     return len(records)
+
+
+def _storable(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with every value the warehouse can hold, so that one odd value cannot fail the batch and lose the
+    other rows: text as valid Unicode, counts within range (else 0, said in error_detail), costs finite or NULL."""
+    out: dict[str, Any] = {}
+    notes = []
+    for name, value in row.items():
+        if isinstance(value, str):
+            value = value.encode("utf-8", "replace").decode("utf-8")
+        elif isinstance(value, bool) or value is None:
+            pass
+        elif isinstance(value, int) and not -MAX_STORED_INT <= value <= MAX_STORED_INT:
+            notes.append(f"{name} {str(value)[:24]} out of range, stored as 0")
+            value = 0
+        elif isinstance(value, float) and not math.isfinite(value):
+            notes.append(f"{name} {value} not finite, stored as NULL")
+            value = None
+        out[name] = value
+    if notes and "error_detail" in out:
+        out["error_detail"] = "; ".join([*([out["error_detail"]] if out["error_detail"] else []), *notes])[:500]
+    return out
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 from domains.propose import GateConfig, propose_domains
 from inference.budget import Budget
 from inference.client import LLMClient
+from inference.cost import PricingLookup, price_for, run_lookup
+from inference.pricing import load_provider_file, nominal_schedule
 from inference.endpoints import Endpoint, check_health, load_endpoints
 from inference.server import ManagedServer
 from synthesis.llm_evolve import evolve_tasks
@@ -49,6 +51,7 @@ class LLMStagesConfig:
     kill_threshold: float = 0.9
     port: int | None = None  # where a managed server started for this run listens (default: its base_url's)
     max_concurrency: int = 4
+    prices: str | None = None  # a provider price file (inference/pricing.py); the nominal table prices the rest
 
     def check(self) -> None:
         """Raise ValueError naming the first bad setting."""
@@ -59,6 +62,12 @@ class LLMStagesConfig:
             raise ValueError(f"sample and proposals must be >= 1, got {self.sample} and {self.proposals}")
         if self.budget_usd is not None and self.budget_usd < 0:
             raise ValueError(f"budget must be >= 0 USD, got {self.budget_usd}")
+        pricing = stage_pricing(self.prices)  # a bad price file fails here, before any call
+        if self.budget_usd is not None:
+            endpoint = load_endpoints(self.registry).get(self.endpoint)
+            if price_for(endpoint, pricing) is None:
+                raise ValueError(f"--budget needs a price for endpoint {endpoint.name!r} (pricing key "
+                                 f"{endpoint.pricing_key!r}): neither the nominal table nor a --prices file has it")
 
 
 @dataclass
@@ -89,6 +98,13 @@ def serving(endpoint: Endpoint, port: int | None, progress: Progress) -> Iterato
         yield server.endpoint
 
 
+def stage_pricing(prices: str | None) -> PricingLookup:
+    """What the run's calls cost: the price file's figures first, then the nominal ToolOrchestra table; a local
+    endpoint that neither prices costs $0, any other is unknown (and a budget on it is refused)."""
+    schedules = [load_provider_file(prices)] if prices else []
+    return run_lookup(*schedules, nominal_schedule())
+
+
 def run_llm_stages(cfg: LLMStagesConfig, progress: Progress = print) -> LLMStagesReport:
     """Run the configured stages and record everything in ``cfg.warehouse``; see the module docstring."""
     cfg.check()
@@ -99,11 +115,12 @@ def run_llm_stages(cfg: LLMStagesConfig, progress: Progress = print) -> LLMStage
     if sample is not None:
         progress(f"snapshot {sample.snapshot_id}: {len(sample.tasks)} of {sample.available} tasks sampled")
     budget = Budget(cfg.budget_usd)
+    pricing = stage_pricing(cfg.prices)
     summaries: dict[str, dict[str, Any]] = {}
     proposed: list[str] = []
     with serving(endpoint, cfg.port, progress) as target, \
             LLMClient(target, cache_dir=Path(cfg.work_dir) / "llm-cache", stage="llm-stages", budget=budget,
-                      max_concurrency=cfg.max_concurrency,
+                      pricing=pricing, max_concurrency=cfg.max_concurrency,
                       snapshot_id=sample.snapshot_id if sample else None) as llm:
         outcomes = []
         for stage in cfg.stages:

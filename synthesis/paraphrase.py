@@ -5,6 +5,8 @@ Values the user needs are: the record values each request spells out (a realisti
 the alert type, the date), what the user knows that the request repeats (the value of a fact "your X is Y" or
 "X: Y"), every gold-call argument the request spells out, and every token of the request that carries a digit
 (ids, dates, times, amounts). A request that names nothing ("how many feeds do I follow?") needs no value.
+Beyond the values, the rewrite must mean the same (``synthesis.meaning``): the same domain values and no new one,
+no invented word, no added request, no sweeping quantifier and no negation that the original does not have.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import ClassVar
 from domains.registry import get_engine
 from inference.client import ChatRequest, LLMClient
 from inference.stage_tally import StageTally
+from synthesis.meaning import meaning_change
 from synthesis.requests import show
 from synthesis.task import Task
 from synthesis.toolgraph import ToolGraph
@@ -46,7 +49,7 @@ class ParaphrasedTask(Task):
 class Rejection:
     task_id: str
     reason: str  # llm_error | budget_exceeded | empty | unchanged | too_long | lost_value | added_value
-    # | leaks_answer | not_verified
+    # | negated | widened_scope | added_request | invented_word (synthesis/meaning.py) | leaks_answer | not_verified
     detail: str
     paraphrase: str | None
 
@@ -85,9 +88,10 @@ def required_values(task: Task) -> list[str]:
 def judge(task: Task, paraphrase: str, kill_threshold: float = 0.9) -> Rejection | None:
     """None when ``paraphrase`` may replace the task's request, else the first reason it may not.
 
-    Not caught: a rewrite that keeps every value but asks for something else. The gold calls do not depend on the
-    text, so verification cannot see it, and MiniLM similarity does not separate it either (measured: a faithful
-    hand-written rewrite scored 0.75, a SmolLM2 rewrite that dropped a condition 0.86)."""
+    A rewrite that keeps every value but asks for something else is invisible to verification (the gold calls do
+    not depend on the text) and to MiniLM similarity (measured: a faithful hand-written rewrite scored 0.75, a
+    SmolLM2 rewrite that dropped a condition 0.86), so ``synthesis.meaning.meaning_change`` compares the texts:
+    the domain values named, invented words, added requests, sweeping quantifiers and negations."""
     original = task.reason_for_call()
     if not paraphrase:
         return Rejection(task.task_id, "empty", "the model returned no text", paraphrase)
@@ -105,6 +109,10 @@ def judge(task: Task, paraphrase: str, kill_threshold: float = 0.9) -> Rejection
     if added:
         return Rejection(task.task_id, "added_value", "values the user never gave: "
                          + ", ".join(repr(v) for v in added), paraphrase)
+    changed = meaning_change(task.domain, original, paraphrase, task.seed,
+                             tuple(dict.fromkeys(c.name for c in task.gold_calls)))
+    if changed:
+        return Rejection(task.task_id, changed.reason, changed.detail, paraphrase)
     leaked = [i for i in task.communicate_info if normalise(i) in normalise(paraphrase)
               and normalise(i) not in normalise(original)]
     if leaked:

@@ -75,6 +75,7 @@ def _serve_until_stopped(managed: Any, stop: threading.Event) -> int:
 def _llm_stages(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from inference.cost import format_usd
     from inference.endpoints import EndpointError
     from synthesis.llm_stages import LLMStagesConfig
     from toolscale.options import RunFailed, UsageError, check_warehouse_source, check_work_dir
@@ -82,10 +83,11 @@ def _llm_stages(args: argparse.Namespace) -> int:
 
     cfg = LLMStagesConfig(warehouse=args.warehouse, work_dir=args.work_dir, stages=list(args.stages),
                           sample=args.sample, proposals=args.proposals, endpoint=args.endpoint,
-                          registry=args.registry, budget_usd=args.budget, seed=args.seed, port=args.port)
+                          registry=args.registry, budget_usd=args.budget, seed=args.seed, port=args.port,
+                          prices=args.prices)
     try:
-        cfg.check()  # bad settings fail before a flow run exists
-    except ValueError as exc:
+        cfg.check()  # bad settings (a bad price file, an unpriced budget) fail before a flow run exists
+    except (ValueError, EndpointError) as exc:
         raise UsageError(str(exc)) from None
     check_work_dir(cfg.work_dir)
     if any(s in cfg.stages for s in ("paraphrase", "evolve")):
@@ -102,7 +104,8 @@ def _llm_stages(args: argparse.Namespace) -> int:
         try:
             report = llm_stages_flow(stages=cfg.stages, sample=cfg.sample, proposals=cfg.proposals,
                                      endpoint=cfg.endpoint, budget_usd=cfg.budget_usd, warehouse=cfg.warehouse,
-                                     work_dir=cfg.work_dir, seed=cfg.seed, port=cfg.port, registry=cfg.registry)
+                                     work_dir=cfg.work_dir, seed=cfg.seed, port=cfg.port, registry=cfg.registry,
+                                     prices=cfg.prices)
         except EndpointError as exc:
             raise UsageError(str(exc)) from None
         except WarehouseError as exc:
@@ -116,7 +119,7 @@ def _llm_stages(args: argparse.Namespace) -> int:
               f"refused: {reasons}")
     t = report["totals"]
     print(f"run {report['run_id']}: {t['calls']} calls ({t['cache_hits']} cached), "
-          f"{t['prompt_tokens'] + t['completion_tokens']} tokens, ${t['cost_usd']:.6f}")
+          f"{t['prompt_tokens'] + t['completion_tokens']} tokens, {format_usd(t['cost_usd'])}")
     return 0
 
 
@@ -164,6 +167,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--endpoint", default=None, help="an endpoint name from the registry (default: its default)")
     p.add_argument("--budget", type=number_in(0, 1_000_000), default=None,
                    help="USD for the whole run (default: no limit)")
+    p.add_argument("--prices", default=None, help="a provider price file for the endpoint's model (the nominal "
+                                                  "ToolOrchestra table prices the models it lists)")
     p.add_argument("--seed", type=int_at_least(0, MAX_SEED), default=0, help="which tasks are sampled")
     p.add_argument("--port", type=int_at_least(1, 65535), default=None,
                    help="port for a managed server started for this run")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -32,12 +33,13 @@ from train.randomise import InstanceDraw, draw_instance
 from train.rewards import Preference, RolloutStats
 from train.tasks import DEFAULT_PRICE, TrainingTask
 from train.tools import CodeInterpreterTool, DomainTool, LocalSearchTool, Tool, ToolCatalog, domain_tools
-from train.turns import parse_turn
+from train.turns import MAX_CALLS_PER_TURN, parse_turn
 from train.user_sim import UserSimulator, is_stop, opening_message
 from verifiers.types import Trajectory
 from verifiers.verify import verify
 
-ENDINGS = ("user_stop", "turn_limit", "token_limit", "policy_error", "user_error")
+ENDINGS = ("user_stop", "turn_limit", "token_limit", "time_limit", "policy_error", "user_error")
+MIN_CODE_RUN_S = 0.5  # less time than this left in the episode: the code interpreter is not started
 
 
 def approx_tokens(text: str) -> int:
@@ -58,6 +60,11 @@ class EnvConfig:
     show_prices: bool = True
     preference_instruction: str | None = None  # for every task; a task's own instruction takes precedence
     max_observation_chars: int = 4_000
+    # checked before a turn runs: a turn over either cap is a format error and none of its calls runs
+    max_calls_per_turn: int = MAX_CALLS_PER_TURN
+    max_writes_per_turn: int = 4
+    # wall clock per episode, agent, user and tools (code interpreter included) together; None: no limit
+    max_episode_s: float | None = 300.0
 
 
 @dataclass
@@ -257,6 +264,7 @@ class Session:
         self.ended_by: str | None = None
         self.awaiting_user: str | None = None  # the agent's message the user has not answered yet
         self._result: EpisodeResult | None = None
+        self.started = time.monotonic()
 
     @property
     def done(self) -> bool:
@@ -287,7 +295,14 @@ class Session:
             self.end("turn_limit")
         if not self.done and self.tokens >= self.env.config.max_tokens:
             self.end("token_limit")
+        if not self.done and self.time_left() <= 0:
+            self.end("time_limit", f"the episode's {self.env.config.max_episode_s:g} s wall-clock budget is spent")
         return self.done
+
+    def time_left(self) -> float:
+        """Seconds left of the episode's wall-clock budget (infinite without one)."""
+        budget = self.env.config.max_episode_s
+        return float("inf") if budget is None else budget - (time.monotonic() - self.started)
 
     def agent_turn(self, text: Any) -> None:
         """Apply one agent turn: run its tool calls (observation appended), or hold its message for the user."""
@@ -296,9 +311,15 @@ class Session:
             self.format_error(f"the turn is not text (got {type(text).__name__})")
             return
         self.add("assistant", text)
-        turn = parse_turn(text, self.catalog.names, self.argument_problem)
+        turn = parse_turn(text, self.catalog.names, self.argument_problem, self.env.config.max_calls_per_turn)
         if turn.error is not None:
             self.format_error(turn.error)
+            return
+        writes = sum(1 for c in turn.calls
+                     if isinstance(self.catalog[c.name], DomainTool) and self.catalog[c.name].kind == "write")
+        if writes > self.env.config.max_writes_per_turn:
+            self.format_error(f"{writes} writes in one turn; none of them ran. Make at most "
+                              f"{self.env.config.max_writes_per_turn} writes per turn")
             return
         if turn.message:
             self.said.append(turn.message)
@@ -372,7 +393,15 @@ class Session:
             return f"arguments could not be checked ({type(exc).__name__})"
 
     def execute(self, call: ToolCall) -> dict[str, Any]:
+        """Run one call within what is left of the episode's wall-clock budget: none starts once it is spent, and
+        the code interpreter gets at most the time that is left."""
         tool = self.catalog[call.name]
+        left = self.time_left()
+        if left <= 0 or (isinstance(tool, CodeInterpreterTool) and left < MIN_CODE_RUN_S):
+            self.end("time_limit", f"the episode's {self.env.config.max_episode_s:g} s wall-clock budget is spent")
+            return {"name": call.name, "result": {"error": "not run: the episode's time budget is spent"}}
+        if isinstance(tool, CodeInterpreterTool) and left < tool.limits.wall_s:
+            tool = CodeInterpreterTool(replace(tool.limits, wall_s=left))
         result = tool.call(call.arguments)
         usage = self.usage[call.name]
         usage.calls += 1

@@ -21,7 +21,7 @@ from tests.inference.conftest import Local
 from verifiers.verify import check_task
 
 REASONS = {"llm_error", "budget_exceeded", "empty", "unchanged", "too_long", "lost_value", "added_value",
-           "leaks_answer", "not_verified"}
+           "negated", "widened_scope", "added_request", "invented_word", "leaks_answer", "not_verified"}
 
 
 def _weather_tasks(n: int, seed: int = 1) -> list[Task]:

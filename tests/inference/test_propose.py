@@ -98,7 +98,10 @@ def test_a_known_good_spec_passes_the_same_gate_and_lands_in_the_work_folder(wea
     endpoint = load_endpoints().get("local-smollm2")
     with AnswerStub(f"Here is the spec:\n```yaml\n{weather_copy}```") as stub:
         with LLMClient(endpoint.with_port(stub.port), cache_dir=tmp_path / "cache") as llm:
-            result = propose_domains(llm, out, count=1, gate=GateConfig(min_tasks=3, candidates=24))
+            # a whole shipped spec is longer than the 400 tokens a proposal may have; the client refuses an
+            # answer longer than max_tokens, so this one is asked for with room to spare
+            result = propose_domains(llm, out, count=1, gate=GateConfig(min_tasks=3, candidates=24),
+                                     max_tokens=20_000)
     assert result.summary()["acceptance_rate"] == 1.0, result.rejections
     accepted = result.accepted[0]
     path = Path(accepted.path)
