@@ -415,7 +415,7 @@ def template_problems(text: str) -> tuple[str, ...]:
             shown = shown if len(shown) <= 40 else shown[:37] + "...}"
             out.append(f"placeholder {shown} is refused: write {{slot}}, {{slot[key]}} or a number format such as "
                        "{amount:.2f} (no attributes, conversions or wide formats)")
-    return tuple(out)
+    return tuple(out[:1])  # the first fault of a template: one line to act on
 
 
 def raw_template_problems(section: str, value: Any) -> list[str]:

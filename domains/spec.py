@@ -566,7 +566,7 @@ def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], guard
 
 def placeholder_problems(text: str, allowed: set[str]) -> list[str]:
     """A message may hold ``{parameter}`` placeholders and nothing else in braces: no attribute, index,
-    conversion or format spec (a message is filled by substitution, never by ``str.format``)."""
+    conversion or format spec (a message is filled by substitution, never by ``str.format``). Its first fault."""
     out = []
     for match in BRACED.finditer(text):
         token = match.group(0)
@@ -580,7 +580,7 @@ def placeholder_problems(text: str, allowed: set[str]) -> list[str]:
             shown = token if len(token) <= 40 else token[:37] + "...}"
             out.append(f"placeholder {shown} is refused: write {{parameter}} alone (no attributes, indexes, "
                        "conversions or format specs)")
-    return out
+    return out[:1]  # the first fault of a message: one line to act on
 
 
 def _reserved_name_problems(spec: DomainSpec) -> list[str]:
