@@ -83,9 +83,10 @@ ArgumentValidator = jsonschema.validators.extend(
     type_checker=_type_checker)
 
 
-class _Missing(dict):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+def fill_message(template: str, shown: dict[str, str]) -> str:
+    """A precondition's message with each ``{parameter}`` replaced by the argument; every other brace is kept as
+    written (never ``str.format``: a message is spec text, and a spec may come from an LLM)."""
+    return SLOT.sub(lambda m: shown.get(m.group(1), m.group(0)), template)
 
 
 def _short(value: Any) -> str:
@@ -330,8 +331,8 @@ class Database:
                 guard.enter(READ)  # reads run under the read-only authorizer, every statement on a budget
                 row = conn.execute(pre.sql, params).fetchone()
                 if (row is None) == (pre.expect == "exists"):
-                    shown = _Missing({k: _short(v) for k, v in params.items()})
-                    raise CallError(SLOT.sub(lambda m: "{" + m.group(1) + "}", pre.error).format_map(shown))
+                    shown = {k: _short(v) for k, v in params.items()}
+                    raise CallError(fill_message(pre.error, shown))
             for k, effect in enumerate(tool.effects):
                 stage = ("effects", k)
                 guard.enter(EFFECT)

@@ -6,6 +6,10 @@ the other package installed it. A package is found in the current interpreter (w
 the site-packages folders listed in ``$TOOLSCALE_EXTERNAL_SITE`` (joined with ``os.pathsep``), else in the
 ``.venv-*`` virtual environments at the repository root (``scripts/setup_tau2.sh`` makes ``.venv-tau2``).
 
+A spec may be written by an LLM, so its paths are data, never instructions: no environment variable or ``~`` is
+expanded, a resource stays inside its package's folder, and a ``path`` is relative to one of the folders the
+operator named (``--external-site`` / ``$TOOLSCALE_EXTERNAL_SITE``) and stays inside it (symlinks resolved).
+
 ``to_records`` is the inverse: it turns a database's rows back into the source's nested shape, so that a state
 can be compared with the other implementation's.
 """
@@ -51,14 +55,46 @@ class TableSource:
     each: str | None = None
 
 
+def operator_sites() -> list[Path]:
+    """The folders the operator named in ``$TOOLSCALE_EXTERNAL_SITE`` (``--external-site`` puts its DIR there)."""
+    return [Path(p).expanduser() for p in os.environ.get(SITE_ENV, "").split(os.pathsep) if p.strip()]
+
+
 def site_folders() -> list[Path]:
     """Where packages that are not installed in this interpreter may be found."""
-    listed = [Path(p).expanduser() for p in os.environ.get(SITE_ENV, "").split(os.pathsep) if p.strip()]
     venvs = sorted(REPO_ROOT.glob(".venv-*/lib/python3*/site-packages"))
-    return listed + venvs
+    return operator_sites() + venvs
 
 
-def _package_dir(package: str) -> Path | None:
+def spec_path_problem(text: str) -> str | None:
+    """Why a path written in a spec (a source's ``path`` or ``resource``) is refused, or None. The message never
+    repeats the path: what an LLM wrote there may name an environment variable."""
+    if "$" in text:
+        return "names an environment variable ($); spec paths are taken literally and never expanded"
+    if text.startswith("~"):
+        return "starts with ~; spec paths are taken literally and never expanded"
+    if not text.isprintable():
+        return "holds a control character"
+    if text.startswith(("/", "\\")) or (len(text) > 1 and text[1] == ":"):
+        return (f"is absolute; write it relative to a folder named with --external-site or ${SITE_ENV}"
+                " (a resource: relative to its package)")
+    if ".." in text.replace("\\", "/").split("/"):
+        return "climbs out of its folder (..)"
+    return None
+
+
+def within(folder: Path, relative: str) -> Path | None:
+    """``folder/relative`` when it is a file that, symlinks resolved, lies inside ``folder``; else None."""
+    try:
+        base = folder.resolve()
+        path = (base / relative).resolve()
+    except (OSError, RuntimeError):
+        return None
+    return path if path.is_relative_to(base) and path.is_file() else None
+
+
+def package_dir(package: str) -> Path | None:
+    """The folder of an installed package (found without importing it), or None."""
     top = package.split(".")[0]
     try:
         found = importlib.util.find_spec(top)  # finds without importing the package
@@ -75,19 +111,27 @@ def _package_dir(package: str) -> Path | None:
 
 def resolve(source: Source) -> Path:
     """The file a source names; raise ``ExternalDataMissing`` with one line on how to provide it."""
+    for written in (source.path, source.resource):
+        problem = spec_path_problem(written) if written else None
+        if problem:
+            raise ExternalDataMissing(f"external data {source.name!r}: its path {problem}")
     if source.path:
-        path = Path(os.path.expandvars(source.path)).expanduser()
-        if path.is_file():
-            return path
-        raise ExternalDataMissing(f"external data {source.name!r}: no file at {path}. {source.hint}".strip())
+        sites = operator_sites()
+        for site in sites:
+            path = within(site, source.path)
+            if path is not None:
+                return path
+        raise ExternalDataMissing(
+            f"external data {source.name!r}: no file {source.path} in the {len(sites)} folder(s) named with "
+            f"--external-site or ${SITE_ENV}. {source.hint}".strip())
     assert source.package and source.resource
-    folder = _package_dir(source.package)
+    folder = package_dir(source.package)
     if folder is None:
         raise ExternalDataMissing(
             f"external data {source.name!r}: package {source.package!r} is not installed here; install it, or set "
             f"${SITE_ENV} to the site-packages folder that holds it. {source.hint}".strip())
-    path = folder / source.resource
-    if not path.is_file():
+    path = within(folder, source.resource)
+    if path is None:
         raise ExternalDataMissing(f"external data {source.name!r}: {source.package} at {folder} has no "
                                   f"{source.resource}. {source.hint}".strip())
     return path

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -435,6 +436,43 @@ def _call_problems(call: CallTemplate, tools: dict[str, Any], known: set[str], r
     if missing:
         out.append(f".arguments: missing required parameter(s) {', '.join(missing)} of {call.tool}")
     return out
+
+
+# what a realism template may put in braces: a slot, optionally one index (``{result[total]}``), optionally a
+# short number format (``{amount:.2f}``); never an attribute, a conversion, a nested field or a wide padding
+TEMPLATE_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[A-Za-z0-9_]{1,40}\])?")
+TEMPLATE_FORMAT = re.compile(r",?(\.[0-9])?[dfg%]?")
+SQL_KEYS = {"candidates", "where", "sql"}  # SQL inside the realism sections: not a template
+
+
+@lru_cache(maxsize=8192)
+def template_problems(text: str) -> tuple[str, ...]:
+    """Why a phrasing / say / fact / argument template is refused (it is filled with ``str.format``)."""
+    import string
+
+    try:
+        fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(text) if name is not None]
+    except ValueError:
+        return ("unbalanced braces: write {slot}, and a literal brace as {{ or }}",)
+    out = []
+    for name, spec, conv in fields:
+        if conv is not None or not TEMPLATE_FIELD.fullmatch(name) or not TEMPLATE_FORMAT.fullmatch(spec or ""):
+            shown = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+            shown = shown if len(shown) <= 40 else shown[:37] + "...}"
+            out.append(f"placeholder {shown} is refused: write {{slot}}, {{slot[key]}} or a number format such as "
+                       "{amount:.2f} (no attributes, conversions or wide formats)")
+    return tuple(out[:1])  # the first fault of a template: one line to act on
+
+
+def raw_template_problems(section: str, value: Any) -> list[str]:
+    """``template_problems`` of every string under a raw realism section (``users``, ``intents``), with its path."""
+    if isinstance(value, str):
+        return [f"{section}: {m}" for m in template_problems(value)]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() if k not in SQL_KEYS for p in raw_template_problems(f"{section}.{k}", v)]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in raw_template_problems(f"{section}[{i}]", v)]
+    return []
 
 
 def _slots(value: Any) -> list[str]:

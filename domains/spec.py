@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonschema
 
-from domains.external import Source, TableSource
+from domains.external import Source, TableSource, spec_path_problem
 from domains.geography import install_geography_function
 from domains.safeyaml import MAX_SPEC_BYTES, YamlLimitError, load_yaml
 
@@ -26,11 +26,12 @@ MAX_TOTAL_ROWS = 100_000  # seeded rows over all tables; the shipped domains see
 from domains.sqlguard import EFFECT, READ, StatementGuard, StatementRefused
 
 from domains.realism_spec import (Intent, Invariant, Rule, Users, build_intents, build_invariants, build_rules,
-                                  build_users, realism_problems)
+                                  build_users, raw_template_problems, realism_problems)
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "domain.schema.json"
 SQL_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+BRACED = re.compile(r"\{[^{}]*\}|[{}]")  # every use of a brace: a whole {...} field, or a lone brace
 RESERVED_PARAMS = {"now"}
 KNOWN_FORMATS = {"date", "date-time", "email"}
 
@@ -331,6 +332,15 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
         problems.append(exc.problems[0].split(": ", 1)[1])
     except sqlite3.Error as exc:
         problems.append(f"tables: the tables do not compile to SQL: {exc}")
+    for name, src in spec.sources.items():
+        for key in ("path", "resource"):
+            written = getattr(src, key)
+            problem = spec_path_problem(written) if written else None
+            if problem:
+                problems.append(f"sources.{name}.{key}: refused: it {problem}")
+    problems += _reserved_name_problems(spec)
+    for section in ("users", "intents"):
+        problems += raw_template_problems(section, raw.get(section))
     if spec.imported_tasks is not None and spec.imported_tasks not in spec.sources:
         problems.append(f"imported_tasks.source: unknown source {spec.imported_tasks!r}; declare it under sources:")
     tool_names = [t.name for t in spec.tools]
@@ -554,14 +564,40 @@ def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], guard
     out += [f".parameters.properties.{m}" for m in _parameter_problems(tool, tables)]
     out += _candidates_problems(tool, guard, reported={o.split(":", 1)[0] for o in out})
     for k, p in enumerate(tool.preconditions):
-        for slot in SLOT.findall(p.error):
-            if slot not in known:
-                out.append(f".preconditions[{k}].error: slot {{{slot}}} is not a parameter")
+        out += [f".preconditions[{k}].error: {m}" for m in placeholder_problems(p.error, known)]
     if tool.mention:
-        for slot in SLOT.findall(tool.mention):
-            if slot not in declared:
-                out.append(f".mention: slot {{{slot}}} is not a parameter")
+        out += [f".mention: {m}" for m in placeholder_problems(tool.mention, declared)]
     return out
+
+
+def placeholder_problems(text: str, allowed: set[str]) -> list[str]:
+    """A message may hold ``{parameter}`` placeholders and nothing else in braces: no attribute, index,
+    conversion or format spec (a message is filled by substitution, never by ``str.format``). Its first fault."""
+    out = []
+    for match in BRACED.finditer(text):
+        token = match.group(0)
+        slot = SLOT.fullmatch(token)
+        if slot is not None:
+            if slot.group(1) not in allowed:
+                out.append(f"slot {token} is not a parameter")
+        elif len(token) == 1:
+            out.append(f"a lone {token!r}: braces are only for {{parameter}} placeholders")
+        else:
+            shown = token if len(token) <= 40 else token[:37] + "...}"
+            out.append(f"placeholder {shown} is refused: write {{parameter}} alone (no attributes, indexes, "
+                       "conversions or format specs)")
+    return out[:1]  # the first fault of a message: one line to act on
+
+
+def _reserved_name_problems(spec: DomainSpec) -> list[str]:
+    """Tools and tables may not take a name the exported tau2 runtime uses itself (its package would not import)."""
+    from domains.reserved import reserved_table_names, reserved_tool_names
+
+    tools, tables = reserved_tool_names(), reserved_table_names()
+    out = [f"tools[{i}].name: {t.name!r} is a name the exported tau2 toolkit uses itself; choose another"
+           for i, t in enumerate(spec.tools) if t.name in tools]
+    return out + [f"tables[{i}].name: {t.name!r} is a name of the exported tau2 DB model itself; choose another"
+                  for i, t in enumerate(spec.tables) if t.name in tables]
 
 
 def _candidates_problems(tool: Tool, guard: StatementGuard, reported: set[str]) -> list[str]:

@@ -16,7 +16,7 @@ from datetime import date
 from typing import Any
 
 from domains.engine import Database, ToolCall
-from domains.realism_spec import ACT_FOR_USER, CallTemplate, Intent, Role
+from domains.realism_spec import ACT_FOR_USER, CallTemplate, Intent, Role, template_problems
 from synthesis.persona import Persona
 from synthesis.requests import Request
 from synthesis.toolgraph import ToolGraph
@@ -59,6 +59,8 @@ def spelled_out(clause: str, ctx: dict[str, Any]) -> tuple[str, ...]:
 
 def render(template: str, ctx: dict[str, Any], result: dict[str, Any] | None = None) -> str | None:
     """Fill a phrasing or a 'say' template; None if a slot has no value."""
+    if template_problems(template):  # refused when the spec loads; never formatted here either
+        return None
     try:
         return template.format(**ctx, result=result or {})
     except (KeyError, IndexError, ValueError, TypeError):

@@ -27,7 +27,8 @@ STORE = {
 
 
 def _spec(data_path: Path, package: str | None = None) -> dict:
-    source = {"package": package, "resource": "store.json"} if package else {"path": str(data_path)}
+    # a path source is relative to a folder the operator names ($TOOLSCALE_EXTERNAL_SITE; see the fixtures)
+    source = {"package": package, "resource": "store.json"} if package else {"path": data_path.name}
     f = lambda path, **kw: {"kind": "field", "path": path, **kw}  # noqa: E731
     return {
         "domain": "store", "description": "A tiny imported store.", "now": "2025-01-01T00:00:00", "default": False,
@@ -84,6 +85,13 @@ def _spec(data_path: Path, package: str | None = None) -> dict:
         "utterances": {"count_lines": ["count {skus} in order {order_id}"], "calculate": ["work out {expression}"],
                        "top_up": ["add {amount} to card {card_id}"]},
     }
+
+
+@pytest.fixture(autouse=True)
+def operator_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The test's folder is the one the operator named for external data."""
+    monkeypatch.setenv(external.SITE_ENV, str(tmp_path))
+    return tmp_path
 
 
 @pytest.fixture()
@@ -187,7 +195,7 @@ def test_a_child_dict_keyed_by_repeating_keys_maps_back(tmp_path: Path) -> None:
     f = lambda p: {"kind": "field", "path": p}  # noqa: E731
     spec = parse_spec({
         "domain": "schedule", "description": "Flights by date.", "now": "2024-05-15T15:00:00", "default": False,
-        "sources": {"s": {"path": str(path)}},
+        "sources": {"s": {"path": path.name}},
         "tables": [
             {"name": "flights", "noun": "flight", "primary_key": "number",
              "from": {"source": "s", "records": "flights"},

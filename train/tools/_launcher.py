@@ -2,11 +2,14 @@
 
 The host starts it as ``python -I -S -c <this source> <config json>`` in a new session, with the user code
 on stdin and a status pipe on fd ``status_fd``. Only the standard library is used; nothing here is imported.
-Steps: unshare mount+network+pid namespaces; build a new root on a tmpfs holding only read-only binds of
-the system folders and the interpreter, four /dev nodes and a size-limited tmpfs working directory, then
-chroot into it (the process that runs the code is unprivileged, so it cannot leave the chroot); fork pid 1 of
-the new pid namespace (its death kills every process the code started); fork the code's process, which sets
-rlimits, drops to the run's own unprivileged uid with no_new_privs and execs the interpreter on ``main.py``.
+Steps: join the run's cgroup when the host made one; unshare mount, network, pid, IPC and UTS namespaces (SysV
+IPC objects the code makes die with its IPC namespace; its hostname is its own); build a new root on a tmpfs
+holding only read-only binds of the system folders and the interpreter, four /dev nodes and a size-limited
+tmpfs working directory, then chroot into it (the process that runs the code is unprivileged, so it cannot
+leave the chroot); fork pid 1 of the new pid namespace (its death kills every process the code started); fork
+the code's process, which sets rlimits, drops to the run's own unprivileged uid, joins a fresh session keyring
+(the caller's keys are out of reach), sets no_new_privs, installs a seccomp filter that refuses the key
+syscalls (a key in a uid's user keyring would outlive the run on the host) and execs the interpreter.
 """
 
 import ctypes
@@ -16,10 +19,17 @@ import resource
 import sys
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x20000000, 0x10000000
+CLONE_NEWIPC, CLONE_NEWUTS = 0x08000000, 0x04000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 38, 24
+PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 24, 22, 2
+KEYCTL_JOIN_SESSION_KEYRING, EPERM = 1, 1
 SETUP_FAILED = 125
+CHILD_SETUP_PREFIX = "sandbox setup failed: "
+HOSTNAME = b"sandbox"
+# machine -> (seccomp audit arch, syscall numbers of add_key, request_key, keyctl)
+KEY_SYSCALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+X32_SYSCALL_BIT = 0x40000000  # x86_64's x32 ABI: the same calls under other numbers, refused as a whole
 
 cfg = json.loads(sys.argv[1])
 status_fd = cfg["status_fd"]
@@ -36,6 +46,12 @@ def report(line):
 
 def fail(what):
     report("setup " + what)
+    os._exit(SETUP_FAILED)
+
+
+def child_fail(what):
+    """The code's process cannot report on the status pipe (closed): its stderr carries the reason."""
+    os.write(2, ("%s%s: %s\n" % (CHILD_SETUP_PREFIX, what, os.strerror(ctypes.get_errno()))).encode())
     os._exit(SETUP_FAILED)
 
 
@@ -63,9 +79,43 @@ def wait_for(pid):
             continue
 
 
+class SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+
+def key_filter(machine):
+    """A seccomp program: add_key, request_key and keyctl fail with EPERM, a foreign arch is killed."""
+    arch, numbers = KEY_SYSCALLS[machine]
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, refuse, kill = 0x7FFF0000, 0x00050000 | EPERM, 0x80000000
+    checks = ([(jge, X32_SYSCALL_BIT)] if machine == "x86_64" else []) + [(jeq, n) for n in numbers]
+    prog = [(load, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (load, 0, 0, 0)]
+    for i, (op, k) in enumerate(checks):
+        prog.append((op, len(checks) - i, 0, k))  # to the final "refuse"
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, refuse)]
+    return (SockFilter * len(prog))(*[SockFilter(c, t, f, k) for c, t, f, k in prog])
+
+
+def in_own_cgroup(folder):
+    try:
+        with open(folder + "/cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+    except OSError as exc:
+        fail("join cgroup %s: %s" % (folder, exc.strerror))
+
+
+machine = os.uname().machine
+if machine not in KEY_SYSCALLS:
+    fail("no seccomp key filter for machine %s" % machine)
+if cfg.get("cgroup"):  # before anything forks: every process of the run is then counted in it
+    in_own_cgroup(cfg["cgroup"])
 code = sys.stdin.buffer.read()
 user_ns = cfg["mode"] == "userns"
-flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | (CLONE_NEWUSER if user_ns else 0)
+flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWUSER if user_ns else 0)
 check(libc.unshare(flags), "unshare(%snamespaces)" % ("user, " if user_ns else ""))
 if user_ns:  # become root of the new user namespace, mapped to the caller's own host ids
     for name, text in (("setgroups", "deny"), ("uid_map", "0 %d 1" % cfg["host_uid"]),
@@ -76,6 +126,7 @@ if user_ns:  # become root of the new user namespace, mapped to the caller's own
         except OSError as exc:
             fail("write /proc/self/%s: %s" % (name, exc.strerror))
 mount(None, "/", None, MS_REC | MS_PRIVATE)
+check(libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")  # its own UTS namespace: the host's name is unseen
 
 # A new root that holds only what Python needs: an allow-list, so nothing else of the host is reachable.
 root = "/tmp"  # a fresh tmpfs covers it; the host's /tmp is untouched and unseen
@@ -130,6 +181,8 @@ if child:
     os._exit(0)
 
 os.close(status_fd)
+program = key_filter(machine)  # built before the address-space limit applies to this process
+fprog = SockFprog(len(program), program)
 limits = cfg["limits"]
 for name, value in (("RLIMIT_CORE", (0, 0)), ("RLIMIT_AS", (limits["as"], limits["as"])),
                     ("RLIMIT_CPU", (limits["cpu"], limits["cpu"] + 1)),
@@ -145,8 +198,13 @@ else:
     os.setgroups([])
     os.setgid(cfg["gid"])
     os.setuid(cfg["uid"])
+# a fresh anonymous session keyring, owned by the run's uid: the caller's session keys are no longer possessed
+if libc.syscall(KEY_SYSCALLS[machine][1][2], KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+    child_fail("join a fresh session keyring")
 if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-    os._exit(SETUP_FAILED)
+    child_fail("set no_new_privs")
+if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+    child_fail("install the seccomp filter")
 os.chdir(workdir)
 devnull = os.open("/dev/null", os.O_RDONLY)
 os.dup2(devnull, 0)

@@ -49,11 +49,10 @@ ArgumentValidator = jsonschema.validators.extend(
         {"integer": _strict_integer, "number": _strict_number}))
 
 
-class _Missing(dict):
-    """Leaves a ``{slot}`` that names no parameter as it is in an error message."""
-
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+def fill_message(template: str, shown: dict[str, str]) -> str:
+    """A precondition's message with each ``{parameter}`` replaced by the argument; every other brace is kept as
+    written (never ``str.format``: a message is spec text, and a spec may come from an LLM)."""
+    return SLOT.sub(lambda m: shown.get(m.group(1), m.group(0)), template)
 
 
 def _short(value: Any) -> str:
@@ -200,6 +199,7 @@ class SpecToolKit(ToolKitBase):
     """Runs the spec's tools on a sqlite3 copy of ``db``; ``db`` (what tau2 hashes) follows every write."""
 
     domain: DomainData  # set on each generated subclass
+    conn: sqlite3.Connection  # set per instance; a tool may not take its name either
 
     def __init__(self, db: DB, seeded: bool = False):
         self._db, self._stale, self._hash = db, False, None
@@ -303,8 +303,8 @@ class SpecToolKit(ToolKitBase):
                 continue
             row = self.conn.execute(pre["sql"], params).fetchone()
             if (row is None) == (pre["expect"] == "exists"):
-                shown = _Missing({k: _short(v) for k, v in params.items()})
-                raise CallError(SLOT.sub(lambda m: "{" + m.group(1) + "}", pre["error"]).format_map(shown))
+                shown = {k: _short(v) for k, v in params.items()}
+                raise CallError(fill_message(pre["error"], shown))
         for effect in tool["effects"]:
             self.conn.execute(effect, params)
         cur = self.conn.execute(tool["returns"]["sql"], params)
@@ -345,7 +345,7 @@ def _method(tool: dict[str, Any]) -> Callable[..., str]:
 
 
 def _toolkit_class(data: DomainData) -> type[SpecToolKit]:
-    clashes = sorted(set(data.tools) & set(dir(SpecToolKit)))
+    clashes = sorted(set(data.tools) & (set(dir(SpecToolKit)) | set(SpecToolKit.__annotations__)))
     if clashes:
         raise ValueError(f"tool names {clashes} clash with tau2 toolkit methods")
     attrs: dict[str, Any] = {name: _method(tool) for name, tool in data.tools.items()}
