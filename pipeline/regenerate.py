@@ -173,16 +173,50 @@ def _shard_summary(result: dict[str, Any]) -> dict[str, Any]:
             "accepted": sum(r["accepted"] for r in recs), "seconds": result["seconds"]}
 
 
+BATCHES_PER_WORKER = 6  # enough batches that the last ones even out the workers' finishing times
+
+
+def shard_batches(shards: list[ShardConfig], workers: int) -> list[list[ShardConfig]]:
+    """Group shards into about ``BATCHES_PER_WORKER`` batches per worker, each batch from one domain, largest
+    first.
+
+    One batch is one worker task: a shard takes under a second, and a task runner's own cost per task (a
+    Prefect task run's API calls, states, logs) would otherwise be a large part of the run. One domain per
+    batch lets a worker reuse the domain engine it built for the batch's first shard. Largest first so that
+    the small batches fill in the end of the run. What a shard produces does not depend on its batch, so the
+    snapshot does not either."""
+    if not shards:
+        return []
+    size = max(1, math.ceil(len(shards) / (max(1, workers) * BATCHES_PER_WORKER)))
+    by_domain: dict[str, list[ShardConfig]] = {}
+    for shard in shards:
+        by_domain.setdefault(shard.domain, []).append(shard)
+    batches = []
+    for group in by_domain.values():
+        count = math.ceil(len(group) / size)
+        step = len(group) / count  # even chunks: 10 shards at most 9 a batch are 5 + 5, not 9 + 1
+        batches += [group[round(i * step): round((i + 1) * step)] for i in range(count)]
+    return sorted(batches, key=len, reverse=True)  # stable: equal sizes stay in plan order
+
+
+def run_batch(cfg: RegenerateConfig, batch: list[ShardConfig]) -> list[dict[str, Any]]:
+    """Run (or resume) a batch of shards one after another; each shard's file is written as soon as it is done,
+    so a run killed mid-batch resumes from the shards it finished."""
+    return [run_shard(cfg, shard) for shard in batch]
+
+
 def run_local(cfg: RegenerateConfig, batch: list[ShardConfig]) -> Iterator[dict[str, Any]]:
-    """Run shards in this process, or in a pool of ``cfg.workers`` processes (the work is CPU-bound Python);
-    yields each shard's summary as soon as it is done."""
+    """Run shards in this process, or in a pool of ``cfg.workers`` processes (the work is CPU-bound Python), in
+    batches (``shard_batches``); yields each batch's shard summaries as soon as the batch is done."""
     if cfg.workers <= 1 or len(batch) <= 1:
         yield from (run_shard(cfg, s) for s in batch)
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=min(cfg.workers, len(batch)), initializer=exit_when_orphaned) as pool:
-        yield from (f.result() for f in as_completed([pool.submit(run_shard, cfg, s) for s in batch]))
+    batches = shard_batches(batch, cfg.workers)
+    with ProcessPoolExecutor(max_workers=min(cfg.workers, len(batches)), initializer=exit_when_orphaned) as pool:
+        for done in as_completed([pool.submit(run_batch, cfg, b) for b in batches]):
+            yield from done.result()
 
 
 def load_records(cfg: RegenerateConfig, shards: Iterable[ShardConfig]) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -84,11 +84,16 @@ def _healthy(url: str) -> bool:
 
 
 @contextmanager
-def prefect_api(log: Path) -> Iterator[str]:
+def prefect_api(log: Path, while_starting: Callable[[], None] | None = None) -> Iterator[str]:
     """Yield the Prefect API URL to use: ``$PREFECT_API_URL`` if set, else a temporary server of this run's own,
-    stopped on exit (and killed by the kernel if this process dies first)."""
+    stopped on exit (and killed by the kernel if this process dies first).
+
+    ``while_starting`` runs in this process while the server boots (seconds of CPU in its own process): work
+    the run needs anyway, such as imports, overlaps the boot instead of following it."""
     configured = os.environ.get("PREFECT_API_URL")
     if configured:
+        if while_starting is not None:
+            while_starting()
         yield configured
         return
     spec = importlib.util.find_spec("prefect")
@@ -104,6 +109,8 @@ def prefect_api(log: Path) -> Iterator[str]:
             env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             preexec_fn=die_with_parent)
     try:
+        if while_starting is not None:
+            while_starting()
         deadline = time.monotonic() + STARTUP_SECONDS
         while not _healthy(url):
             if server.poll() is not None:

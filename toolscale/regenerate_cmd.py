@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,12 @@ from toolscale.options import (check_domains, check_task_runner, check_warehouse
 
 def _fmt(value: Any, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
+
+
+def _load_embedding_model() -> None:
+    from synthesis.dedup import minilm
+
+    minilm()  # cached for the process: the flow runs in this process and its dedup finds it loaded
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,16 +52,28 @@ def run(args: argparse.Namespace) -> int:
     log = quiet_prefect_logs(Path(args.work_dir))
     print(f"config {cfg.config_hash()}: regenerating {', '.join(cfg.domains)} into {where} "
           f"(Prefect log: {log})", flush=True)
-    with prefect_api(log):
-        from flows.regenerate import run_regenerate
+    loader = threading.Thread(target=_load_embedding_model, name="load-minilm")
 
-        params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,
-                                  "evolution_rounds": args.evolution_rounds, "kill_threshold": args.kill_threshold,
-                                  "near_dup_threshold": args.near_dup_threshold, "warehouse": args.warehouse,
-                                  "work_dir": args.work_dir, "task_runner": args.task_runner}
-        if args.domains:
-            params["domains"] = args.domains
-        outcome = run_regenerate(**params)
+    def while_server_boots() -> None:
+        # started only now, after the server's fork: a fork while another thread imports could deadlock the child
+        loader.start()  # dedup needs the model at the end; loading it now overlaps the server's boot
+        import flows.regenerate  # noqa: F401  (Prefect and the flow: seconds of imports)
+
+    try:
+        with prefect_api(log, while_starting=while_server_boots):
+            from flows.regenerate import run_regenerate
+
+            params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,
+                                      "evolution_rounds": args.evolution_rounds,
+                                      "kill_threshold": args.kill_threshold,
+                                      "near_dup_threshold": args.near_dup_threshold, "warehouse": args.warehouse,
+                                      "work_dir": args.work_dir, "task_runner": args.task_runner}
+            if args.domains:
+                params["domains"] = args.domains
+            outcome = run_regenerate(**params)
+    finally:
+        if loader.is_alive():
+            loader.join()  # never left running: a loader thread alive at exit aborts the interpreter
     return report(args.warehouse, outcome["snapshot_id"], outcome["seconds"])
 
 
