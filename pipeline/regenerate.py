@@ -326,8 +326,10 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
         write_audit(con, sid, audit)  # in the snapshot's temporary copy, so it lands with the snapshot
         return run_quality_suite(con, sid, req, cfg.kill_threshold)
 
+    cpu = time.process_time()
     result = publish(cfg.warehouse, bundle, gate)
     timings["publish_s"] = round(time.perf_counter() - tick, 2)
+    timings["publish_cpu_s"] = round(time.process_time() - cpu, 2)
     summary["timings"] = {k: round(v, 2) for k, v in timings.items()}
     summary["seconds"] = round(time.perf_counter() - started, 2)
     progress(f"{result.status} {result.snapshot_id} in {summary['seconds']}s "
@@ -352,16 +354,19 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     for attempt in range(MAX_TOP_UPS + 1):
         tick = time.perf_counter()
         for s in run(batch):
+            if not s["resumed"]:  # a shard is one thread of CPU-bound Python: its seconds are its CPU seconds
+                timings["shard_compute_s"] = timings.get("shard_compute_s", 0.0) + s["seconds"]
             how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
             progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
         timings["shards_s"] += time.perf_counter() - tick
         if warm is not None:  # joined, never left running: a loader thread alive at exit aborts the interpreter
             warm.join()
             warm = None
-        tick = time.perf_counter()
+        tick, cpu = time.perf_counter(), time.process_time()
         records = load_records(cfg, shards)
         counts = dedup(records, cfg.near_dup_threshold)
         timings["dedup_s"] += time.perf_counter() - tick
+        timings["dedup_cpu_s"] = timings.get("dedup_cpu_s", 0.0) + time.process_time() - cpu  # all its threads
         missing = shortfall(cfg, records)
         if not missing or attempt == MAX_TOP_UPS:
             break
