@@ -31,7 +31,7 @@ from typing import Any
 from domains.registry import DOMAIN_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = re.compile(r"^published \S+ in [0-9.]+s \((?P<stages>[^)]*)\)", re.M)
+STAGES = re.compile(r"^(?:published|failed) \S+ in [0-9.]+s \((?P<stages>[^)]*)\)", re.M)
 
 
 def _cpu_seconds() -> float:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,6 @@ from toolscale.options import (check_domains, check_task_runner, check_warehouse
 
 def _fmt(value: Any, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
-
-
-def _load_embedding_model() -> None:
-    from synthesis.dedup import minilm
-
-    minilm()  # cached for the process: the flow runs in this process and its dedup finds it loaded
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,28 +45,24 @@ def run(args: argparse.Namespace) -> int:
     log = quiet_prefect_logs(Path(args.work_dir))
     print(f"config {cfg.config_hash()}: regenerating {', '.join(cfg.domains)} into {where} "
           f"(Prefect log: {log})", flush=True)
-    loader = threading.Thread(target=_load_embedding_model, name="load-minilm")
 
     def while_server_boots() -> None:
-        # started only now, after the server's fork: a fork while another thread imports could deadlock the child
-        loader.start()  # dedup needs the model at the end; loading it now overlaps the server's boot
-        import flows.regenerate  # noqa: F401  (Prefect and the flow: seconds of imports)
+        # seconds of imports (Prefect and the flow) that would otherwise follow the server's boot. The
+        # embedding model is not loaded here: on a busy machine a third CPU-bound thread slowed the boot more
+        # than it saved; the flow loads it while the shards run.
+        import flows.regenerate  # noqa: F401
 
-    try:
-        with prefect_api(log, while_starting=while_server_boots):
-            from flows.regenerate import run_regenerate
+    with prefect_api(log, while_starting=while_server_boots):
+        from flows.regenerate import run_regenerate
 
-            params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,
-                                      "evolution_rounds": args.evolution_rounds,
-                                      "kill_threshold": args.kill_threshold,
-                                      "near_dup_threshold": args.near_dup_threshold, "warehouse": args.warehouse,
-                                      "work_dir": args.work_dir, "task_runner": args.task_runner}
-            if args.domains:
-                params["domains"] = args.domains
-            outcome = run_regenerate(**params)
-    finally:
-        if loader.is_alive():
-            loader.join()  # never left running: a loader thread alive at exit aborts the interpreter
+        params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,
+                                  "evolution_rounds": args.evolution_rounds,
+                                  "kill_threshold": args.kill_threshold,
+                                  "near_dup_threshold": args.near_dup_threshold, "warehouse": args.warehouse,
+                                  "work_dir": args.work_dir, "task_runner": args.task_runner}
+        if args.domains:
+            params["domains"] = args.domains
+        outcome = run_regenerate(**params)
     return report(args.warehouse, outcome["snapshot_id"], outcome["seconds"])
 
 
