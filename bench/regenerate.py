@@ -8,7 +8,8 @@ suite, publish. By default the plain job runs in this process; ``--flow`` goes t
 process, its own temporary server: the figure issue 19 bounds), and times it from outside.
 
 Per size it prints wall seconds, tasks/s, CPU seconds (this process and its children), peak RSS, the stages
-(``shards_s`` wall, ``shard_compute_s`` the shards' own CPU seconds summed, ``dedup_s``/``dedup_cpu_s``,
+(``shards_s`` wall, ``shard_compute_s`` the shards' own seconds summed (their CPU seconds when the machine is
+idle; with waits for a core when it is not), ``dedup_s``/``dedup_cpu_s``,
 ``publish_s``/``publish_cpu_s``; the quality gate runs inside publish) and the load average before and after
 (the machine is shared: read ratios within one run, not absolute times, when the load is above the core
 count). A final JSON line holds everything. Not a test: figures depend on the machine.

@@ -354,7 +354,7 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     for attempt in range(MAX_TOP_UPS + 1):
         tick = time.perf_counter()
         for s in run(batch):
-            if not s["resumed"]:  # a shard is one thread of CPU-bound Python: its seconds are its CPU seconds
+            if not s["resumed"]:  # one thread of CPU-bound Python: its CPU seconds on an idle machine, more when busy
                 timings["shard_compute_s"] = timings.get("shard_compute_s", 0.0) + s["seconds"]
             how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
             progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
