@@ -209,8 +209,10 @@ def regenerate_flow(
                                                         timings, dispatch.tasks),
                              key=ARTIFACT_KEY, description=f"ToolScale snapshot {result.snapshot_id}: {result.status}")
     logger.info(f"snapshot {result.snapshot_id} {result.status}: {summary['tasks']} tasks in {seconds}s")
+    # timings: wall seconds per stage (shards_s, dedup_s, gate_s, publish_s, total_s) and CPU seconds where
+    # measured (*_cpu_s, shard_compute_s), the same dict the artifact shows
     return {"snapshot_id": result.snapshot_id, "status": result.status, "tasks": summary["tasks"],
-            "seconds": seconds}
+            "seconds": seconds, "timings": timings}
 
 
 def run_regenerate(**params: Any) -> dict[str, Any]:

@@ -322,14 +322,22 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
     audit = audit_rows(records)
     summary["audit"] = {row["domain"]: row for row in audit}
 
+    gate_seconds = [0.0]
+
     def gate(con: Any, sid: str, req: dict[str, int]) -> dict[str, Any]:
         write_audit(con, sid, audit)  # in the snapshot's temporary copy, so it lands with the snapshot
-        return run_quality_suite(con, sid, req, cfg.kill_threshold)
+        gate_started = time.perf_counter()
+        try:
+            return run_quality_suite(con, sid, req, cfg.kill_threshold)
+        finally:
+            gate_seconds[0] = time.perf_counter() - gate_started
 
     cpu = time.process_time()
     result = publish(cfg.warehouse, bundle, gate)
-    timings["publish_s"] = round(time.perf_counter() - tick, 2)
-    timings["publish_cpu_s"] = round(time.process_time() - cpu, 2)
+    # the stages add up: publish_s is the warehouse write (rows, audit, copy and swap) without the gate
+    timings["gate_s"] = round(gate_seconds[0], 2)
+    timings["publish_s"] = round(time.perf_counter() - tick - gate_seconds[0], 2)
+    timings["publish_cpu_s"] = round(time.process_time() - cpu, 2)  # gate included
     summary["timings"] = {k: round(v, 2) for k, v in timings.items()}
     summary["seconds"] = round(time.perf_counter() - started, 2)
     progress(f"{result.status} {result.snapshot_id} in {summary['seconds']}s "
@@ -351,26 +359,30 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     shards = initial_plan(cfg)
     batch = shards
     progress(f"config {cfg.config_hash()} (code {code_version()}): {len(batch)} shards for {sum(cfg.requested().values())} tasks")
-    for attempt in range(MAX_TOP_UPS + 1):
-        tick = time.perf_counter()
-        for s in run(batch):
-            if not s["resumed"]:  # one thread of CPU-bound Python: its CPU seconds on an idle machine, more when busy
-                timings["shard_compute_s"] = timings.get("shard_compute_s", 0.0) + s["seconds"]
-            how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
-            progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
-        timings["shards_s"] += time.perf_counter() - tick
-        if warm is not None:  # joined, never left running: a loader thread alive at exit aborts the interpreter
+    try:
+        for attempt in range(MAX_TOP_UPS + 1):
+            tick = time.perf_counter()
+            for s in run(batch):
+                if not s["resumed"]:  # one thread of CPU-bound Python: its CPU seconds on an idle machine, more when busy
+                    timings["shard_compute_s"] = timings.get("shard_compute_s", 0.0) + s["seconds"]
+                how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
+                progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
+            timings["shards_s"] += time.perf_counter() - tick
+            if warm is not None:  # joined, never left running: a loader thread alive at exit aborts the interpreter
+                warm.join()
+                warm = None
+            tick, cpu = time.perf_counter(), time.process_time()
+            records = load_records(cfg, shards)
+            counts = dedup(records, cfg.near_dup_threshold)
+            timings["dedup_s"] += time.perf_counter() - tick
+            timings["dedup_cpu_s"] = timings.get("dedup_cpu_s", 0.0) + time.process_time() - cpu  # all its threads
+            missing = shortfall(cfg, records)
+            if not missing or attempt == MAX_TOP_UPS:
+                break
+            batch = top_up_plan(cfg, shards, missing, records)
+            shards += batch
+            progress(f"short of the requested counts ({missing}); adding {len(batch)} shards")
+    finally:  # a failed shard must not leave the loader running at exit either
+        if warm is not None:
             warm.join()
-            warm = None
-        tick, cpu = time.perf_counter(), time.process_time()
-        records = load_records(cfg, shards)
-        counts = dedup(records, cfg.near_dup_threshold)
-        timings["dedup_s"] += time.perf_counter() - tick
-        timings["dedup_cpu_s"] = timings.get("dedup_cpu_s", 0.0) + time.process_time() - cpu  # all its threads
-        missing = shortfall(cfg, records)
-        if not missing or attempt == MAX_TOP_UPS:
-            break
-        batch = top_up_plan(cfg, shards, missing, records)
-        shards += batch
-        progress(f"short of the requested counts ({missing}); adding {len(batch)} shards")
     return finalize(cfg, shards, started, progress, (records, counts), timings)
