@@ -30,8 +30,9 @@ submits every shard of every batch through it. One mechanism serves the CLI, a d
   need this project installed (``pip install -e .``) and must see ``work_dir`` (shard files are written
   by the workers and read by the flow), so on more than one machine ``work_dir`` is a shared path.
 
-With Dask, run against a Prefect server (``PREFECT_API_URL`` set, as under a worker): without one, every Dask
-worker process starts a temporary server of its own and its task runs are recorded there, not with the flow.
+Dask workers need no Prefect server of their own: each task carries the flow's Prefect settings (its API URL
+included), so its task runs are recorded with the flow run (``tests/flows/test_dask_cluster.py`` runs workers
+that may not start one).
 A shard task refuses to run when its worker's code version differs from the flow's (its shard file would land
 under another config hash).
 

@@ -47,16 +47,18 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def cluster(tmp: Path, workers: int) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
-    """A scheduler on 127.0.0.1 and ``workers`` single-threaded worker processes, each in a session of its own."""
+    """A scheduler on 127.0.0.1 and ``workers`` single-threaded worker processes, each in a session of its own.
+    The workers know no Prefect server and may not start one: each task carries the flow's settings."""
     address = f"tcp://127.0.0.1:{_free_port()}"
     log = open(tmp / "dask.log", "ab")
+    env = {**_env(tmp), "PREFECT_SERVER_ALLOW_EPHEMERAL_MODE": "false"}
     started = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-                                 "--dashboard-address", ":0"], stdout=log, stderr=log, env=_env(tmp), cwd=REPO,
+                                 "--dashboard-address", ":0"], stdout=log, stderr=log, env=env, cwd=REPO,
                                 start_new_session=True)]
     try:
         for _ in range(workers):
             started.append(subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--nworkers", "1",
-                                             "--no-dashboard"], stdout=log, stderr=log, env=_env(tmp), cwd=REPO,
+                                             "--no-dashboard"], stdout=log, stderr=log, env=env, cwd=REPO,
                                             start_new_session=True))
         _wait_for_workers(address, workers)
         yield address, started[1:]
