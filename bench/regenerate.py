@@ -220,11 +220,12 @@ def main() -> None:
         print(f"{size:>8} ({mode}): {r['tasks']} tasks {r['status']} in {r['seconds']}s = {r['tasks_per_s']} "
               f"tasks/s, CPU {r['cpu_s']}s, peak RSS {r['peak_rss_mb']} MB (tree {r['peak_tree_rss_mb']} MB), "
               f"load {r['load_before']} -> {r['load_after']}; {stages}", flush=True)
+        if len(results) > 1:  # after every size: a long series that is stopped still leaves its curve
+            plot(results, args.png)
     exponents = growth(results) if len(results) > 1 else {}
     for stage, ks in exponents.items():
         print(f"growth exponent {stage:<10} " + "  ".join("n/a" if k is None else f"{k:.2f}" for k in ks))
     if len(results) > 1:
-        plot(results, args.png)
         print(f"plot: {args.png.resolve()}")
     print(json.dumps({"bench": "regenerate", "cpus": os.cpu_count(), "results": results, "growth": exponents}))
 
