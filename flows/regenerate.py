@@ -30,13 +30,17 @@ submits every shard of every batch through it. One mechanism serves the CLI, a d
   need this project installed (``pip install -e .``) and must see ``work_dir`` (shard files are written
   by the workers and read by the flow), so on more than one machine ``work_dir`` is a shared path.
 
-With Dask, run against a Prefect server (``PREFECT_API_URL`` set, as under a worker): without one, every Dask
-worker process starts a temporary server of its own and its task runs are recorded there, not with the flow.
+Dask workers need no Prefect server of their own: each task carries the flow's Prefect settings (its API URL
+included), so its task runs are recorded with the flow run (``tests/flows/test_dask_cluster.py`` runs workers
+that may not start one).
 A shard task refuses to run when its worker's code version differs from the flow's (its shard file would land
 under another config hash).
 
-Shard tasks take the config and the shard (plain dataclasses), never connections, and have no Prefect
-cache: ``run_shard`` resumes from its own shard files, keyed by the config hash and code version.
+Shards run in batches, one Prefect task (``shard-batch``) per batch of one domain's shards, about six batches
+per worker (``pipeline.regenerate.shard_batches``): a shard takes under a second, and each task run costs API
+calls, states and logs on the server, which shares the machine. Batch tasks take the config and the shards
+(plain dataclasses), never connections, and have no Prefect cache: ``run_shard`` resumes from its own shard
+files, keyed by the config hash and code version, so a run killed mid-batch keeps the shards it finished.
 Dedup, the quality gate and the single warehouse write run in the flow process (one writer).
 """
 
@@ -56,7 +60,7 @@ from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTa
 
 from synthesis.generate import ShardConfig
 from pipeline.lifecycle import exit_when_orphaned
-from pipeline.regenerate import RegenerateConfig, default_warehouse, regenerate, run_shard
+from pipeline.regenerate import RegenerateConfig, default_warehouse, regenerate, run_batch, shard_batches
 from toolscale.version import code_version
 from warehouse.writer import PublishResult
 
@@ -64,15 +68,24 @@ ARTIFACT_KEY = "toolscale-snapshot"
 TASK_RUNNERS = ("processes", "threads", "dask", "dask:<scheduler address>")
 
 
-@task(name="shard", task_run_name="{shard.shard_id}", cache_policy=NONE, persist_result=False)
-def shard_task(cfg: RegenerateConfig, shard: ShardConfig, flow_code_version: str) -> dict[str, Any]:
-    """Generate (or resume) one shard; returns its small summary, the records stay in the shard file."""
+@task(name="shard-batch", task_run_name="{batch_name}", cache_policy=NONE, persist_result=False)
+def shard_batch_task(cfg: RegenerateConfig, shards: list[ShardConfig], flow_code_version: str,
+                     batch_name: str = "shards") -> list[dict[str, Any]]:
+    """Generate (or resume) a batch of shards of one domain; returns their small summaries, the records stay in
+    the shard files."""
     exit_when_orphaned()  # in a pool or Dask worker: do not outlive a killed run
     if code_version() != flow_code_version:
         # shard files live under the config hash, which includes the code version: they would be lost
         raise RuntimeError(f"this worker runs code {code_version()} but the flow runs {flow_code_version}; "
                            "run workers from the same checkout as the flow")
-    return run_shard(cfg, shard)
+    return run_batch(cfg, shards)
+
+
+def batch_name(shards: list[ShardConfig]) -> str:
+    """``railway-s0-0000..0004`` for shards 0 to 4 of railway (a batch is one domain's consecutive shards)."""
+    first, last = shards[0], shards[-1]
+    name = first.shard_id if first.imported or len(shards) == 1 else f"{first.shard_id}..{last.shard:04d}"
+    return name if len(shards) == 1 else f"{name} ({len(shards)} shards)"
 
 
 def make_task_runner(spec: str) -> TaskRunner[Any]:
@@ -95,6 +108,20 @@ def make_task_runner(spec: str) -> TaskRunner[Any]:
     raise ValueError(f"unknown task_runner {spec!r}; use one of: {', '.join(TASK_RUNNERS)}")
 
 
+def runner_workers(runner: TaskRunner[Any]) -> int:
+    """How many tasks the runner runs at once, for sizing shard batches: a process or thread pool's size; for
+    Dask, the cluster's worker threads when it can say, else this machine's cores."""
+    size = getattr(runner, "_max_workers", None)
+    if isinstance(size, int) and size > 0:
+        return min(size, os.cpu_count() or 1)  # threads beyond the cores only wait for the GIL
+    client = getattr(runner, "_client", None)
+    try:
+        threads = sum(client.nthreads().values()) if client is not None else 0
+    except Exception:  # a scheduler that cannot say: size for this machine
+        threads = 0
+    return threads or os.cpu_count() or 1
+
+
 @contextmanager
 def _api_url_for_children() -> Iterator[None]:
     """Point worker processes (process pool, local Dask cluster) at this flow's Prefect API.
@@ -115,30 +142,35 @@ def _api_url_for_children() -> Iterator[None]:
         os.environ.pop("PREFECT_API_URL", None)
 
 
-def _submittable_shard_task() -> Any:
+def _submittable_batch_task() -> Any:
     # A deployment loads this file under a made-up module name; Dask workers unpickle the task by module
     # path, so submit the copy that lives at the importable name.
     from flows import regenerate as importable
 
-    return importable.shard_task
+    return importable.shard_batch_task
 
 
 class _ShardDispatcher:
-    """``run(batch)`` for ``regenerate``: submit each shard as a task, wait for all, keep timings."""
+    """``run(batch)`` for ``regenerate``: submit the shards in batches (``shard_batches``), one task each, wait
+    for all, keep timings."""
 
-    def __init__(self, runner: TaskRunner[Any], cfg: RegenerateConfig) -> None:
-        self.runner, self.cfg, self.task = runner, cfg, _submittable_shard_task()
+    def __init__(self, runner: TaskRunner[Any], cfg: RegenerateConfig, workers: int) -> None:
+        self.runner, self.cfg, self.workers, self.task = runner, cfg, workers, _submittable_batch_task()
         self.summaries: list[dict[str, Any]] = []
+        self.tasks = 0
         self.seconds = 0.0
 
-    def __call__(self, batch: list[ShardConfig]) -> list[dict[str, Any]]:
+    def __call__(self, shards: list[ShardConfig]) -> list[dict[str, Any]]:
         started = time.perf_counter()
-        futures = [self.runner.submit(self.task, {"cfg": self.cfg, "shard": shard,
-                                                  "flow_code_version": code_version()}) for shard in batch]
+        batches = shard_batches(shards, self.workers)
+        futures = [self.runner.submit(self.task, {"cfg": self.cfg, "shards": batch,
+                                                  "flow_code_version": code_version(),
+                                                  "batch_name": batch_name(batch)}) for batch in batches]
         wait(futures)  # every shard that can finish writes its file before a failure is raised
-        summaries = [f.result() for f in futures]
+        summaries = [s for f in futures for s in f.result()]
         self.seconds += time.perf_counter() - started
         self.summaries += summaries
+        self.tasks += len(batches)
         return summaries
 
 
@@ -169,17 +201,19 @@ def regenerate_flow(
         cfg.domains = list(domains)
     cfg.requested()  # unknown domains fail here, before any runner starts
     with _api_url_for_children(), make_task_runner(task_runner) as runner:
-        dispatch = _ShardDispatcher(runner, cfg)
+        dispatch = _ShardDispatcher(runner, cfg, runner_workers(runner))
         result, summary = regenerate(cfg, progress=logger.info, run=dispatch)
     seconds = round(time.perf_counter() - started, 2)
     timings = {"total_s": seconds, "shards_s": round(dispatch.seconds, 2), **summary.get("timings", {}),
                "shard_compute_s": round(sum(s["seconds"] for s in dispatch.summaries if not s["resumed"]), 2)}
     create_markdown_artifact(markdown=snapshot_markdown(cfg, task_runner, result, summary, dispatch.summaries,
-                                                        timings),
+                                                        timings, dispatch.tasks),
                              key=ARTIFACT_KEY, description=f"ToolScale snapshot {result.snapshot_id}: {result.status}")
     logger.info(f"snapshot {result.snapshot_id} {result.status}: {summary['tasks']} tasks in {seconds}s")
+    # timings: wall seconds per stage (shards_s, dedup_s, gate_s, publish_s, total_s) and CPU seconds where
+    # measured (*_cpu_s, shard_compute_s), the same dict the artifact shows
     return {"snapshot_id": result.snapshot_id, "status": result.status, "tasks": summary["tasks"],
-            "seconds": seconds}
+            "seconds": seconds, "timings": timings}
 
 
 def run_regenerate(**params: Any) -> dict[str, Any]:
@@ -189,7 +223,7 @@ def run_regenerate(**params: Any) -> dict[str, Any]:
 
 
 def snapshot_markdown(cfg: RegenerateConfig, task_runner: str, result: PublishResult, summary: dict[str, Any],
-                      shards: list[dict[str, Any]], timings: dict[str, float]) -> str:
+                      shards: list[dict[str, Any]], timings: dict[str, float], shard_tasks: int = 0) -> str:
     """The artifact: what a reviewer checks before training on the snapshot."""
     kill = summary["median_kill_rate"]
     requested = cfg.requested()
@@ -216,7 +250,8 @@ def snapshot_markdown(cfg: RegenerateConfig, task_runner: str, result: PublishRe
         "**Rejection reasons:** " + (", ".join(f"{reason} {n}" for reason, n in summary["rejection_reasons"].items())
                                      or "none"),
         "",
-        f"**Shards:** {len(shards)} run, {sum(s['resumed'] for s in shards)} of them resumed from their files",
+        f"**Shards:** {len(shards)} run in {shard_tasks} batch tasks, {sum(s['resumed'] for s in shards)} of them "
+        "resumed from their files",
         "",
         "**Timings:** " + ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {value:.1f}s"
                                     for name, value in timings.items()),

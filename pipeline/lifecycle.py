@@ -33,7 +33,13 @@ def exit_when_orphaned(interval: float = 0.5) -> None:
     if _watching or multiprocessing.parent_process() is None:
         return
     _watching = True
-    parent = os.getppid()
+    exit_when_parent_gone(os.getppid(), interval)
+
+
+def exit_when_parent_gone(parent: int, interval: float = 0.5) -> None:
+    """Exit this process (a watchdog thread) as soon as its parent is no longer ``parent``, the process id the
+    parent passed down: a parent that died before this was called is noticed too (the parent id is already 1
+    or a subreaper's). A second guard beside ``die_with_parent``, which is tied to one thread of the parent."""
 
     def watch() -> None:
         while os.getppid() == parent:

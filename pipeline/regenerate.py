@@ -176,16 +176,50 @@ def _shard_summary(result: dict[str, Any]) -> dict[str, Any]:
             "cpu_s": result.get("cpu_s") or {}}  # a shard file written before CPU was kept: none
 
 
+BATCHES_PER_WORKER = 6  # enough batches that the last ones even out the workers' finishing times
+
+
+def shard_batches(shards: list[ShardConfig], workers: int) -> list[list[ShardConfig]]:
+    """Group shards into about ``BATCHES_PER_WORKER`` batches per worker, each batch from one domain, largest
+    first.
+
+    One batch is one worker task: a shard takes under a second, and a task runner's own cost per task (a
+    Prefect task run's API calls, states, logs) would otherwise be a large part of the run. One domain per
+    batch lets a worker reuse the domain engine it built for the batch's first shard. Largest first so that
+    the small batches fill in the end of the run. What a shard produces does not depend on its batch, so the
+    snapshot does not either."""
+    if not shards:
+        return []
+    size = max(1, math.ceil(len(shards) / (max(1, workers) * BATCHES_PER_WORKER)))
+    by_domain: dict[str, list[ShardConfig]] = {}
+    for shard in shards:
+        by_domain.setdefault(shard.domain, []).append(shard)
+    batches = []
+    for group in by_domain.values():
+        count = math.ceil(len(group) / size)
+        step = len(group) / count  # even chunks: 10 shards at most 9 a batch are 5 + 5, not 9 + 1
+        batches += [group[round(i * step): round((i + 1) * step)] for i in range(count)]
+    return sorted(batches, key=len, reverse=True)  # stable: equal sizes stay in plan order
+
+
+def run_batch(cfg: RegenerateConfig, batch: list[ShardConfig]) -> list[dict[str, Any]]:
+    """Run (or resume) a batch of shards one after another; each shard's file is written as soon as it is done,
+    so a run killed mid-batch resumes from the shards it finished."""
+    return [run_shard(cfg, shard) for shard in batch]
+
+
 def run_local(cfg: RegenerateConfig, batch: list[ShardConfig]) -> Iterator[dict[str, Any]]:
-    """Run shards in this process, or in a pool of ``cfg.workers`` processes (the work is CPU-bound Python);
-    yields each shard's summary as soon as it is done."""
+    """Run shards in this process, or in a pool of ``cfg.workers`` processes (the work is CPU-bound Python), in
+    batches (``shard_batches``); yields each batch's shard summaries as soon as the batch is done."""
     if cfg.workers <= 1 or len(batch) <= 1:
         yield from (run_shard(cfg, s) for s in batch)
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=min(cfg.workers, len(batch)), initializer=exit_when_orphaned) as pool:
-        yield from (f.result() for f in as_completed([pool.submit(run_shard, cfg, s) for s in batch]))
+    batches = shard_batches(batch, cfg.workers)
+    with ProcessPoolExecutor(max_workers=min(cfg.workers, len(batches)), initializer=exit_when_orphaned) as pool:
+        for done in as_completed([pool.submit(run_batch, cfg, b) for b in batches]):
+            yield from done.result()
 
 
 def load_records(cfg: RegenerateConfig, shards: Iterable[ShardConfig]) -> list[dict[str, Any]]:
@@ -298,23 +332,32 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
     summary["audit"] = {row["domain"]: row for row in audit}
 
     tick_cpu = time.process_time()
+    gate_seconds = [0.0]
 
     def gate(con: Any, sid: str, req: dict[str, int]) -> dict[str, Any]:
-        gate_cpu, gate_wall = time.process_time(), time.perf_counter()
         write_audit(con, sid, audit)  # in the snapshot's temporary copy, so it lands with the snapshot
-        quality = run_quality_suite(con, sid, req, cfg.kill_threshold)
-        gate_cpu, gate_wall = time.process_time() - gate_cpu, time.perf_counter() - gate_wall
+        gate_cpu, gate_started = time.process_time(), time.perf_counter()
+        try:
+            quality = run_quality_suite(con, sid, req, cfg.kill_threshold)
+        finally:
+            gate_seconds[0] = time.perf_counter() - gate_started
+        gate_cpu = time.process_time() - gate_cpu
         # the write's CPU up to here (the final swap of the file cannot be counted in the file it swaps in)
         written = time.process_time() - tick_cpu - gate_cpu
         write_stage_costs(con, sid, stage_rows(
             sid, {**cpu, "gate": gate_cpu, "publish": written},
-            {"dedup": timings.get("dedup_s"), "gate": gate_wall, "publish": time.perf_counter() - tick - gate_wall},
+            {"dedup": timings.get("dedup_s"), "gate": gate_seconds[0],
+             "publish": time.perf_counter() - tick - gate_seconds[0]},
             {"synthesis": len(records), "verification": len(records), "dedup": len(records),
              "gate": summary["tasks"], "publish": summary["tasks"]}, price))
         return quality
 
+    publish_cpu = time.process_time()
     result = publish(cfg.warehouse, bundle, gate)
-    timings["publish_s"] = round(time.perf_counter() - tick, 2)
+    # the stages add up: publish_s is the warehouse write (rows, audit, copy and swap) without the gate
+    timings["gate_s"] = round(gate_seconds[0], 2)
+    timings["publish_s"] = round(time.perf_counter() - tick - gate_seconds[0], 2)
+    timings["publish_cpu_s"] = round(time.process_time() - publish_cpu, 2)  # gate included
     summary["timings"] = {k: round(v, 2) for k, v in timings.items()}
     summary["seconds"] = round(time.perf_counter() - started, 2)
     progress(f"{result.status} {result.snapshot_id} in {summary['seconds']}s "
@@ -338,25 +381,33 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     shards = initial_plan(cfg)
     batch = shards
     progress(f"config {cfg.config_hash()} (code {code_version()}): {len(batch)} shards for {sum(cfg.requested().values())} tasks")
-    for attempt in range(MAX_TOP_UPS + 1):
-        tick = time.perf_counter()
-        for s in run(batch):
-            how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
-            progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
-            add_shard_cpu(cpu, [s])
-        timings["shards_s"] += time.perf_counter() - tick
-        if warm is not None:  # joined, never left running: a loader thread alive at exit aborts the interpreter
+    try:
+        for attempt in range(MAX_TOP_UPS + 1):
+            tick = time.perf_counter()
+            for s in run(batch):
+                if not s["resumed"]:  # one thread of CPU-bound Python: its CPU seconds on an idle machine, more when busy
+                    timings["shard_compute_s"] = timings.get("shard_compute_s", 0.0) + s["seconds"]
+                how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
+                progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
+                add_shard_cpu(cpu, [s])
+            timings["shards_s"] += time.perf_counter() - tick
+            if warm is not None:  # joined, never left running: a loader thread alive at exit aborts the interpreter
+                warm.join()
+                warm = None
+            tick, tick_cpu = time.perf_counter(), time.process_time()
+            records = load_records(cfg, shards)
+            counts = dedup(records, cfg.near_dup_threshold)
+            timings["dedup_s"] += time.perf_counter() - tick
+            dedup_cpu = time.process_time() - tick_cpu  # all its threads
+            timings["dedup_cpu_s"] = timings.get("dedup_cpu_s", 0.0) + dedup_cpu
+            cpu["dedup"] = cpu.get("dedup", 0.0) + dedup_cpu
+            missing = shortfall(cfg, records)
+            if not missing or attempt == MAX_TOP_UPS:
+                break
+            batch = top_up_plan(cfg, shards, missing, records)
+            shards += batch
+            progress(f"short of the requested counts ({missing}); adding {len(batch)} shards")
+    finally:  # a failed shard must not leave the loader running at exit either
+        if warm is not None:
             warm.join()
-            warm = None
-        tick, tick_cpu = time.perf_counter(), time.process_time()
-        records = load_records(cfg, shards)
-        counts = dedup(records, cfg.near_dup_threshold)
-        timings["dedup_s"] += time.perf_counter() - tick
-        cpu["dedup"] = cpu.get("dedup", 0.0) + time.process_time() - tick_cpu
-        missing = shortfall(cfg, records)
-        if not missing or attempt == MAX_TOP_UPS:
-            break
-        batch = top_up_plan(cfg, shards, missing, records)
-        shards += batch
-        progress(f"short of the requested counts ({missing}); adding {len(batch)} shards")
     return finalize(cfg, shards, started, progress, (records, counts), timings, cpu)

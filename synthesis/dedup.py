@@ -3,8 +3,9 @@
 Exact: the same gold calls and the same instruction. Near: the same gold calls and an instruction whose
 MiniLM embedding is within ``threshold`` cosine similarity of a kept one (the same work, asked in nearly
 the same words); a task and its own ancestors are never duplicates of each other (evolution, e.g. adding a
-distractor, may keep the gold calls and change only the instruction). Only tasks that share their gold calls with another are embedded, so the cost follows the
-number of collisions, not the size of the data set.
+distractor, may keep the gold calls and change only the instruction). Only tasks that share their gold calls with
+a task of another lineage are embedded, so the cost follows the number of collisions, not the size of the data
+set.
 """
 
 from __future__ import annotations
@@ -66,9 +67,10 @@ def exact_key(record: dict[str, Any]) -> str:
 def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedder | None = None) -> dict[str, int]:
     """Mark duplicates among accepted records in place (accepted=False, reason, reason_detail).
 
-    ``records`` must already be in the canonical order; the first occurrence wins. Returns counts."""
-    import faiss
+    ``records`` must already be in the canonical order; the first occurrence wins. Returns counts.
 
+    Linear in the number of records bar the near-duplicate comparison itself, which is quadratic only within a
+    group of tasks with the same gold calls (matrix products, not one search per task)."""
     embed = embed or embed_minilm
     seen: dict[str, str] = {}
     counts = {"exact_duplicate": 0, "near_duplicate": 0, "compared": 0}
@@ -83,8 +85,9 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
             continue
         seen[key] = rec["task_id"]
         groups[(rec["domain"], rec["canonical_gold"])].append(rec)
-    parents = {r["task_id"]: r["evolved_from"] for r in records}
-    collisions = [g for g in groups.values() if len(g) > 1 and _has_unrelated_pair(g, parents)]
+    roots = _roots(records)
+    # a group whose tasks all descend from one base holds variants, never duplicates: nothing to embed
+    collisions = [g for g in groups.values() if len({roots[r["task_id"]] for r in g}) > 1]
     if not collisions:
         return counts
     flat = [rec for g in collisions for rec in g]
@@ -92,25 +95,29 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
     vectors = embed([_wording(rec) for rec in flat])
     offset = 0
     for group in collisions:
-        vecs = vectors[offset: offset + len(group)]
+        vecs = np.ascontiguousarray(vectors[offset: offset + len(group)], dtype="float32")
         offset += len(group)
-        index = faiss.IndexFlatIP(vecs.shape[1])
-        kept: list[dict[str, Any]] = []
-        for rec, vec in zip(group, vecs):
-            family = _lineage(rec["task_id"], parents)
-            if kept:
-                sims, ids = index.search(vec[None, :], len(kept))
-                match = next(((s, kept[int(i)]) for s, i in zip(sims[0], ids[0])
-                              if s >= threshold and i >= 0 and not family & _lineage(kept[int(i)]["task_id"], parents)),
-                             None)
-                if match is not None:
-                    _reject(rec, "near_duplicate",
-                            f"near_duplicate: cosine {match[0]:.3f} to {match[1]['task_id']} with the same gold calls")
-                    counts["near_duplicate"] += 1
-                    continue
-            index.add(vec[None, :])
-            kept.append(rec)
+        counts["near_duplicate"] += _reject_near(group, vecs, [roots[r["task_id"]] for r in group], threshold)
     return counts
+
+
+def _reject_near(group: list[dict[str, Any]], vecs: np.ndarray, roots: list[str], threshold: float) -> int:
+    """In order, reject each task whose wording is within ``threshold`` of an earlier kept task of another
+    lineage (the most similar such one is named); returns how many were rejected."""
+    sims = vecs @ vecs.T  # one product per group: a group is the tasks of one gold, hundreds at most
+    root_ids = np.unique(np.asarray(roots), return_inverse=True)[1]
+    kept = np.zeros(len(group), dtype=bool)
+    rejected = 0
+    for i, rec in enumerate(group):
+        row = np.where(kept[:i] & (root_ids[:i] != root_ids[i]), sims[i, :i], -np.inf)
+        j = int(np.argmax(row)) if i else -1
+        if i and row[j] >= threshold:
+            _reject(rec, "near_duplicate",
+                    f"near_duplicate: cosine {row[j]:.3f} to {group[j]['task_id']} with the same gold calls")
+            rejected += 1
+            continue
+        kept[i] = True
+    return rejected
 
 
 def _wording(rec: dict[str, Any]) -> str:
@@ -120,9 +127,23 @@ def _wording(rec: dict[str, Any]) -> str:
     return rec.get("request") or rec["instruction"]
 
 
-def _has_unrelated_pair(group: list[dict[str, Any]], parents: dict[str, str | None]) -> bool:
-    families = [_lineage(r["task_id"], parents) for r in group]
-    return any(not a & b for i, a in enumerate(families) for b in families[i + 1:])
+def _roots(records: list[dict[str, Any]]) -> dict[str, str]:
+    """Each task's oldest known ancestor (itself for a base task). Two tasks share an ancestor exactly when they
+    share this root, since a task has one parent: the lineage test in one comparison, with each chain walked
+    once (memoised) instead of once per pair."""
+    parents = {r["task_id"]: r["evolved_from"] for r in records}
+    roots: dict[str, str] = {}
+    for task_id in parents:
+        chain = []
+        node = task_id
+        while node not in roots and parents.get(node) and node not in chain:
+            chain.append(node)
+            node = parents[node]  # type: ignore[assignment]
+        root = roots.get(node, node)
+        for member in chain:
+            roots[member] = root
+        roots.setdefault(node, root)
+    return roots
 
 
 def _lineage(task_id: str, parents: dict[str, str | None]) -> set[str]:
@@ -138,3 +159,33 @@ def _reject(rec: dict[str, Any], reason: str, detail: str) -> None:
     rec["accepted"] = False
     rec["reason"] = reason
     rec["reason_detail"] = detail
+
+
+def pairwise_dedup(records: list[dict[str, Any]], threshold: float, embed: Embedder | None = None) -> dict[str, str]:
+    """The definition, with nothing skipped, for checking ``dedup``: every accepted task embedded, each compared
+    with every earlier kept task of its domain (lineages as sets). Returns task id -> reason for each task it
+    rejects; ``records`` are left as they are. Quadratic per domain: for samples, not for regeneration."""
+    embed = embed or embed_minilm
+    accepted = [r for r in records if r["accepted"]]
+    vectors = embed([_wording(r) for r in accepted])
+    parents = {r["task_id"]: r["evolved_from"] for r in records}
+    rejected: dict[str, str] = {}
+    seen: set[str] = set()
+    kept: dict[str, list[int]] = defaultdict(list)  # domain -> positions in ``accepted`` of kept tasks
+    for i, rec in enumerate(accepted):
+        key = exact_key(rec)
+        if key in seen:
+            rejected[rec["task_id"]] = "exact_duplicate"
+            continue
+        seen.add(key)
+        earlier = kept[rec["domain"]]
+        family = _lineage(rec["task_id"], parents)
+        if earlier:
+            sims = vectors[earlier] @ vectors[i]
+            if any(accepted[j]["canonical_gold"] == rec["canonical_gold"]
+                   and not family & _lineage(accepted[j]["task_id"], parents)
+                   for j, sim in zip(earlier, sims) if sim >= threshold):
+                rejected[rec["task_id"]] = "near_duplicate"
+                continue
+        earlier.append(i)
+    return rejected

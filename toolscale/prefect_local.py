@@ -1,9 +1,12 @@
 """A run's own temporary Prefect server and a quiet logging setup, for ``toolscale regenerate``.
 
 Prefect's implicit temporary server outlives a ``kill -9`` of the process that started it. This one is a
-child that the kernel kills with its parent (``PR_SET_PDEATHSIG``), in a process group of its own so that a
-Ctrl-C in the terminal reaches only the CLI, which then stops it. Prefect's log lines go to a file under the
-work dir; only the flow's own progress lines reach the terminal.
+child that the kernel kills with its parent (``PR_SET_PDEATHSIG``) and that also watches its parent itself
+(``toolscale.prefect_server``), in a process group of its own so that a Ctrl-C in the terminal reaches only the
+CLI, which then stops it. Prefect's implicit server is switched off for the run (a slip is an error, never a
+second, orphanable server), and Prefect's settings are refreshed once the URL is known: Prefect reads its
+settings when it is first imported, which may happen while the server boots. Prefect's log lines go to a file
+under the work dir; only the flow's own progress lines reach the terminal.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from pipeline.lifecycle import die_with_parent
 
+NO_IMPLICIT_SERVER = "PREFECT_SERVER_ALLOW_EPHEMERAL_MODE"
 STARTUP_SECONDS = 180.0  # a fresh PREFECT_HOME on a busy 2-core machine needs far more than Prefect's 20 s
 
 LOGGING_YAML = """\
@@ -87,11 +91,16 @@ def _healthy(url: str) -> bool:
 
 
 @contextmanager
-def prefect_api(log: Path) -> Iterator[str]:
+def prefect_api(log: Path, while_starting: Callable[[], None] | None = None) -> Iterator[str]:
     """Yield the Prefect API URL to use: ``$PREFECT_API_URL`` if set, else a temporary server of this run's own,
-    stopped on exit (and killed by the kernel if this process dies first)."""
+    stopped on exit (and killed by the kernel if this process dies first).
+
+    ``while_starting`` runs in this process while the server boots (seconds of CPU in its own process): work
+    the run needs anyway, such as imports, overlaps the boot instead of following it."""
     configured = os.environ.get("PREFECT_API_URL")
     if configured:
+        if while_starting is not None:
+            while_starting()
         yield configured
         return
     spec = importlib.util.find_spec("prefect")
@@ -101,12 +110,18 @@ def prefect_api(log: Path) -> Iterator[str]:
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
     with open(log, "ab") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent), "--factory",
+            [sys.executable, "-m", "toolscale.prefect_server", str(os.getpid()),
+             "--app-dir", str(Path(spec.origin).parent.parent), "--factory",
              "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
              "--log-level", "error", "--lifespan", "on"],
             env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             preexec_fn=die_with_parent)
+    # this process and its workers never start Prefect's own temporary server (it would outlive a kill -9)
+    saved = os.environ.get(NO_IMPLICIT_SERVER)
+    os.environ[NO_IMPLICIT_SERVER] = "false"
     try:
+        if while_starting is not None:
+            while_starting()
         deadline = time.monotonic() + STARTUP_SECONDS
         while not _healthy(url):
             if server.poll() is not None:
@@ -116,11 +131,26 @@ def prefect_api(log: Path) -> Iterator[str]:
                                   f"see {log}")
             time.sleep(0.2)
         os.environ["PREFECT_API_URL"] = url
+        _refresh_prefect_settings()
         yield url
     finally:
         _drain_prefect_senders()
         os.environ.pop("PREFECT_API_URL", None)
+        if saved is None:
+            os.environ.pop(NO_IMPLICIT_SERVER, None)
+        else:
+            os.environ[NO_IMPLICIT_SERVER] = saved
+        _refresh_prefect_settings()
         _stop(server)
+
+
+def _refresh_prefect_settings() -> None:
+    """Make an already imported Prefect see the environment as it is now: its root settings are read once, at
+    import, so a flow imported while the server booted would otherwise find no API URL."""
+    if "prefect.context" in sys.modules:
+        from prefect.context import refresh_global_settings_context
+
+        refresh_global_settings_context()
 
 
 def _drain_prefect_senders(timeout: float = 15.0) -> None:

@@ -50,11 +50,19 @@ def run(args: argparse.Namespace) -> int:
     log = quiet_prefect_logs(Path(args.work_dir))
     print(f"config {cfg.config_hash()}: regenerating {', '.join(cfg.domains)} into {where} "
           f"(Prefect log: {log})", flush=True)
-    with prefect_api(log):
+
+    def while_server_boots() -> None:
+        # seconds of imports (Prefect and the flow) that would otherwise follow the server's boot. The
+        # embedding model is not loaded here: on a busy machine a third CPU-bound thread slowed the boot more
+        # than it saved; the flow loads it while the shards run.
+        import flows.regenerate  # noqa: F401
+
+    with prefect_api(log, while_starting=while_server_boots):
         from flows.regenerate import run_regenerate
 
         params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,
-                                  "evolution_rounds": args.evolution_rounds, "kill_threshold": args.kill_threshold,
+                                  "evolution_rounds": args.evolution_rounds,
+                                  "kill_threshold": args.kill_threshold,
                                   "near_dup_threshold": args.near_dup_threshold, "warehouse": args.warehouse,
                                   "work_dir": args.work_dir, "task_runner": args.task_runner}
         if args.domains:

@@ -198,7 +198,38 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
          s.get("yield"), bundle.seconds, json.dumps(s, sort_keys=True, default=str)])
     _insert(con, "domains", [{"snapshot_id": sid, **d} for d in bundle.domains])
     _insert(con, "tools", [{"snapshot_id": sid, **t} for t in bundle.tools])
-    _insert(con, "tasks", [{
+    for chunk in _chunks(accepted):  # in batches: the rows of one batch exist at a time, not of the snapshot
+        _insert(con, "tasks", [_task_row(sid, r) for r in chunk])
+        _insert(con, "gold_calls", [{
+            "snapshot_id": sid, "task_id": r["task_id"], "position": i, "name": c["name"],
+            "arguments_json": json.dumps(c["arguments"], ensure_ascii=False, sort_keys=True, default=str)}
+            for r in chunk for i, c in enumerate(r["gold_calls"])])
+        _insert(con, "task_rules", task_rule_rows(sid, chunk))
+        _insert(con, "verdicts", [{
+            "snapshot_id": sid, "task_id": r["task_id"], "gold_valid": r["gold_valid"],
+            "gold_reason": r["gold_reason"], "noop_fails": r["noop_fails"], "noop_reason": r["noop_reason"],
+            "mutants": r["mutants"], "mutants_killed": r["mutants_killed"], "kill_rate": r["kill_rate"],
+            "survivors_json": json.dumps(r["survivors"], ensure_ascii=False)} for r in chunk])
+    for chunk in _chunks(rejected):
+        _insert(con, "rejections", [{
+            "snapshot_id": sid, "candidate_id": r["candidate_id"], "domain": r["domain"], "shard_id": r["shard_id"],
+            "content_hash": r["content_hash"], "reason": r["reason"], "detail": r["reason_detail"],
+            "kinds": "+".join(r["kinds"]), "operator": r["operator"], "depth": r["depth"],
+            "instruction": r["instruction"], "gold_json": json.dumps(r["gold_calls"], ensure_ascii=False, default=str),
+            "kill_rate": r["kill_rate"]} for r in chunk])
+    con.execute("COMMIT")
+
+
+INSERT_BATCH = 5000  # records per insert: bounds the rows held at once, few enough statements to stay fast
+
+
+def _chunks(records: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    for start in range(0, len(records), INSERT_BATCH):
+        yield records[start: start + INSERT_BATCH]
+
+
+def _task_row(sid: str, r: dict[str, Any]) -> dict[str, Any]:
+    return {
         "snapshot_id": sid, "task_id": r["task_id"], "content_hash": r["content_hash"], "domain": r["domain"],
         "seed": r["seed"], "shard_id": r["shard_id"], "kinds": "+".join(r["kinds"]), "instruction": r["instruction"],
         "communicate_info_json": json.dumps(r["communicate_info"], ensure_ascii=False),
@@ -209,24 +240,7 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
         "verification_json": json.dumps(r["verification"], ensure_ascii=False, default=str)
         if r.get("verification") else None,
         "argument_sources_json": json.dumps(r["argument_sources"], ensure_ascii=False, default=str)
-        if r.get("argument_sources") else None} for r in accepted])
-    _insert(con, "gold_calls", [{
-        "snapshot_id": sid, "task_id": r["task_id"], "position": i, "name": c["name"],
-        "arguments_json": json.dumps(c["arguments"], ensure_ascii=False, sort_keys=True, default=str)}
-        for r in accepted for i, c in enumerate(r["gold_calls"])])
-    _insert(con, "task_rules", task_rule_rows(sid, accepted))
-    _insert(con, "verdicts", [{
-        "snapshot_id": sid, "task_id": r["task_id"], "gold_valid": r["gold_valid"], "gold_reason": r["gold_reason"],
-        "noop_fails": r["noop_fails"], "noop_reason": r["noop_reason"], "mutants": r["mutants"],
-        "mutants_killed": r["mutants_killed"], "kill_rate": r["kill_rate"],
-        "survivors_json": json.dumps(r["survivors"], ensure_ascii=False)} for r in accepted])
-    _insert(con, "rejections", [{
-        "snapshot_id": sid, "candidate_id": r["candidate_id"], "domain": r["domain"], "shard_id": r["shard_id"],
-        "content_hash": r["content_hash"], "reason": r["reason"], "detail": r["reason_detail"], "kinds": "+".join(r["kinds"]),
-        "operator": r["operator"], "depth": r["depth"], "instruction": r["instruction"],
-        "gold_json": json.dumps(r["gold_calls"], ensure_ascii=False, default=str),
-        "kill_rate": r["kill_rate"]} for r in rejected])
-    con.execute("COMMIT")
+        if r.get("argument_sources") else None}
 
 
 def task_rule_rows(snapshot_id: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -42,8 +42,8 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 def run_flow(out: Path, **params: Any) -> tuple[dict[str, Any], str]:
     """Run the flow into ``out``; returns its result and the id of its flow run."""
-    state = regenerate_flow(**SMOKE, warehouse=str(out / "toolscale.duckdb"), work_dir=str(out / "work"),
-                            return_state=True, **params)
+    state = regenerate_flow(**{**SMOKE, **params}, warehouse=str(out / "toolscale.duckdb"),
+                            work_dir=str(out / "work"), return_state=True)
     assert state.is_completed(), state.message
     return state.result(), str(state.state_details.flow_run_id)
 
@@ -128,3 +128,31 @@ def test_smoke_deployment_runs_on_a_real_server_through_a_process_worker(tmp_pat
         finally:
             con.close()
         assert published == (1,)
+
+
+def test_shipped_regenerate_deployments_use_the_fastest_runner_for_one_machine() -> None:
+    """A deployment runs on one worker's machine unless given a cluster's address: ``processes`` there (a
+    temporary local Dask cluster was the slowest runner measured), Dask only as ``dask:<address>``."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    runners = {d["name"]: d["parameters"].get("task_runner") for d in config["deployments"]
+               if d["entrypoint"].startswith("flows/regenerate.py")}
+    assert runners["weekly"] == "processes"
+    assert all(r in ("processes", "threads") or r.startswith("dask:") for r in runners.values()), runners
+
+
+def test_shards_run_as_a_few_batch_tasks(harness: None, tmp_path: Path) -> None:
+    """One task run per batch of shards, not per shard; the run publishes the same snapshot either way."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    # 14 weather shards: more than six per worker, so batches of two
+    result, flow_run_id = run_flow(tmp_path, task_runner="processes", tasks_per_domain=560)
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    names = sorted(r.name for r in runs)
+    assert names and all(r.task_key.startswith("shard_batch_task") for r in runs), names
+    shards = len(list((tmp_path / "work").glob("*/shards/*.json")))
+    assert len(runs) < shards, (names, shards)  # fewer task runs than shards
+    assert any("shards)" in n for n in names), names
+    assert result["status"] == "published"

@@ -281,7 +281,7 @@ def test_kill_9_at_three_moments_leaves_nothing_running_and_the_rerun_matches(tm
         assert processes_marked(mark) == [], moment
     mark = uuid.uuid4().hex
     out = run_cli(*argv, env={**env, MARK: mark}, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.returncode == 0, (out.stdout[-2000:], out.stderr[:3000])
     assert f"snapshot {ref_result.snapshot_id} published" in out.stdout
     assert processes_marked(mark) == []
     rows = _hashes(tmp_path / "wh.duckdb")
