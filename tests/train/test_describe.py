@@ -44,23 +44,26 @@ def test_describe_stores_evidence_then_an_unreachable_endpoint_keeps_its_descrip
 
     lines: list[str] = []
     first = describe_llm_tools(config(warehouse, registry, ["local"]), progress=lines.append)
-    [local] = first.endpoints
-    assert local.status == "described" and local.trials == 2 and local.description, local.reason
+    [real] = first.endpoints
+    # SmolLM2's own text is accepted or refused by what it claims (it has claimed "10%" of 0/2); either way the
+    # evidence and the writer's text are stored
+    assert real.status in ("described", "refused") and real.trials == 2 and real.proposed, real.reason
+    assert real.status == "described" or real.reason.startswith("contradicted by the trials: ")
     trial_lines = [line for line in lines if ": trial " in line]
     assert len(trial_lines) == 2 and all(re.search(r"^local: trial [12]/2 weather \(\S+\): .+, \d+\.\d s$", line)
                                          for line in trial_lines), lines
-    assert lines[-1].endswith(f"{local.solved}/2 solved, 0 timed out")
+    assert lines[-1].endswith(f"{real.solved}/2 solved, 0 timed out")
     con = duckdb.connect(str(warehouse), read_only=True)
     trials = con.execute("SELECT trial_id, task_id, domain, kinds, ended_by, prompt_tokens, completion_tokens, "
                          "latency_s, trajectory_json, error FROM llm_tool_trials WHERE run_id = ? ORDER BY trial_id",
                          [first.run_id]).fetchall()
-    stored = con.execute("SELECT evidence_trial_ids_json, description, model FROM llm_tool_descriptions "
-                         "WHERE run_id = ?", [first.run_id]).fetchone()
+    stored = con.execute("SELECT evidence_trial_ids_json, description, model, evidence_json, proposed_description "
+                         "FROM llm_tool_descriptions WHERE run_id = ?", [first.run_id]).fetchone()
     con.close()
-    assert [t[0] for t in trials] == json.loads(stored[0]) == local.evidence_trial_ids
-    assert stored[1] == local.description and stored[2] == "SmolLM2-135M-Instruct"
-    assert current_descriptions(warehouse)["local"]["evidence"] == local.evidence
-    assert local.evidence["trials"] == 2 and sum(n for _, n in local.evidence["per_kind"].values()) == 2
+    assert [t[0] for t in trials] == json.loads(stored[0]) == real.evidence_trial_ids
+    assert stored[1] == real.description and stored[2] == "SmolLM2-135M-Instruct"
+    assert json.loads(stored[3]) == real.evidence and stored[4] == real.proposed
+    assert real.evidence["trials"] == 2 and sum(n for _, n in real.evidence["per_kind"].values()) == 2
     for _, task_id, domain, kinds, ended_by, prompt_tokens, completion_tokens, latency, trajectory, error in trials:
         assert domain == "weather" and kinds and task_id, ended_by
         assert ended_by != "policy_error", error
@@ -68,16 +71,24 @@ def test_describe_stores_evidence_then_an_unreachable_endpoint_keeps_its_descrip
         messages = json.loads(trajectory)
         assert messages[0]["role"] == "system" and any(m["role"] == "assistant" for m in messages)
 
-    # every agent call times out, and the writer claims what the trials contradict: refused, the previous kept
+    # every agent call times out; an honest writer's text is stored with that evidence, then a writer that claims
+    # what the trials contradict is refused and the honest description stays current
     with FixedLLM("I am sorry.", delay_s=3.0) as slow, \
+            FixedLLM("It solved 0 of 2 tasks: every call timed out, and it failed the weather requests.") as honest, \
             FixedLLM("It solved 3 out of 5 tasks and is strong at weather requests.") as liar:
         body = yaml.safe_load(registry.read_text())
         body["endpoints"]["local"]["base_url"] = slow.base_url
-        body["endpoints"]["liar"] = {"base_url": liar.base_url, "model": "fixed", "provider": "local",
-                                     "pricing_key": "fixed"}
+        for name, fixed in (("honest", honest), ("liar", liar)):
+            body["endpoints"][name] = {"base_url": fixed.base_url, "model": "fixed", "provider": "local",
+                                       "pricing_key": "fixed"}
         registry.write_text(yaml.safe_dump(body))
         cfg = config(warehouse, registry, ["local"])
-        cfg.writer, cfg.timeout_s = "liar", 1.0
+        cfg.writer, cfg.timeout_s = "honest", 1.0
+        local = describe_llm_tools(cfg, progress=lambda m: None).endpoints[0]
+        assert (local.status, local.timeouts) == ("described", 2), local.reason
+        assert current_descriptions(warehouse)["local"]["evidence"] == local.evidence
+        assert local.evidence["timeouts"] == 2
+        cfg.writer = "liar"
         lines = []
         refused = describe_llm_tools(cfg, progress=lines.append).endpoints[0]
     timed = [line for line in lines if ": trial " in line]
@@ -86,17 +97,19 @@ def test_describe_stores_evidence_then_an_unreachable_endpoint_keeps_its_descrip
     assert (refused.status, refused.solved, refused.trials, refused.timeouts) == ("refused", 0, 2, 2)
     assert refused.reason.startswith("contradicted by the trials: claims 3 of 5, but the trials show: overall 0/2")
     assert refused.description == local.description and refused.proposed.startswith("It solved 3 out of 5")
-    assert current_descriptions(warehouse)["local"]["run_id"] == first.run_id
-    registry.write_text(registry.read_text().replace(slow.base_url, served.base_url))
+    described_run = current_descriptions(warehouse)["local"]["run_id"]
+    assert described_run != first.run_id and current_descriptions(warehouse)["local"]["description"] == \
+        local.description
 
     # the same endpoint name now points where nothing answers, beside an endpoint that never answered
-    registry.write_text(registry.read_text().replace(served.base_url, f"http://127.0.0.1:{DEAD_PORT}/v1"))
+    body["endpoints"]["local"]["base_url"] = f"http://127.0.0.1:{DEAD_PORT}/v1"
+    registry.write_text(yaml.safe_dump(body))
     second = describe_llm_tools(config(warehouse, registry, ["local", "dead"]), progress=lambda m: None)
     assert [(o.endpoint, o.status) for o in second.endpoints] == [("local", "unreachable"), ("dead", "unreachable")]
     assert "unreachable" in second.endpoints[0].reason
     assert second.endpoints[0].description == local.description  # reported as kept
     current = current_descriptions(warehouse)
-    assert current["local"]["run_id"] == first.run_id and current["local"]["description"] == local.description
+    assert current["local"]["run_id"] == described_run and current["local"]["description"] == local.description
     assert "dead" not in current
     con = duckdb.connect(str(warehouse), read_only=True)
     rows = con.execute("SELECT endpoint, status, description, trials FROM llm_tool_descriptions WHERE run_id = ? "
