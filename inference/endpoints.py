@@ -14,10 +14,12 @@ import httpx
 
 from pipeline.config_files import ConfigFileError, load_config_yaml
 
+from inference.serving import served_base_url
+
 DEFAULT_REGISTRY = Path(__file__).with_name("endpoints.yaml")
 SERVER_KINDS = ("llama_cpp", "vllm")
 REQUIRED = ("base_url", "model", "provider", "pricing_key")
-KNOWN = (*REQUIRED, "api_key_env", "server", "model_file")
+KNOWN = (*REQUIRED, "api_key_env", "server", "model_file", "chat_format")
 GGUF_MAGIC = b"GGUF"
 MAX_ENDPOINTS = 1_000
 
@@ -36,6 +38,7 @@ class Endpoint:
     api_key_env: str | None = None
     server: str | None = None  # llama_cpp | vllm when the project starts the server itself
     model_file: str | None = None  # llama_cpp only: a GGUF path or "package:resource"
+    chat_format: str | None = None  # llama_cpp only: its --chat_format (None: the GGUF's own chat template)
 
     @property
     def host(self) -> str:
@@ -109,7 +112,8 @@ def registry_path() -> Path:
 
 
 def load_endpoints(path: str | Path | None = None) -> Registry:
-    """Read and validate a registry file (default: $TOOLSCALE_ENDPOINTS or inference/endpoints.yaml)."""
+    """Read and validate a registry file (default: $TOOLSCALE_ENDPOINTS or inference/endpoints.yaml). An endpoint
+    that ``toolscale serve`` is serving right now has the base URL it is served at (``inference/serving.py``)."""
     path = Path(path) if path is not None else registry_path()
     try:
         raw = load_config_yaml(path, "endpoint registry")  # a FIFO, a device or an alias bomb is refused
@@ -120,6 +124,10 @@ def load_endpoints(path: str | Path | None = None) -> Registry:
     if len(raw["endpoints"]) > MAX_ENDPOINTS:
         raise EndpointError(f"endpoint registry {path}: {len(raw['endpoints']):,} endpoints; at most {MAX_ENDPOINTS:,}")
     endpoints = {name: _parse(path, str(name), body) for name, body in raw["endpoints"].items()}
+    for name, endpoint in endpoints.items():  # a running `toolscale serve NAME --port N` moves NAME to port N
+        served = served_base_url(path, name) if endpoint.server else None
+        if served:
+            endpoints[name] = replace(endpoint, base_url=served)
     default = raw.get("default", next(iter(endpoints)))
     if default not in endpoints:
         raise EndpointError(f"endpoint registry {path}: default {default!r} is not one of its endpoints")
@@ -147,11 +155,13 @@ def _parse(path: Path, name: str, body: Any) -> Endpoint:
         raise EndpointError(f"{where}: server {server!r} is not one of {', '.join(SERVER_KINDS)}")
     if server == "llama_cpp" and not body.get("model_file"):
         raise EndpointError(f"{where}: a llama_cpp server needs model_file (a GGUF path or package:resource)")
+    if body.get("chat_format") and server != "llama_cpp":
+        raise EndpointError(f"{where}: chat_format applies only to a llama_cpp server")
     if server is not None and parts.hostname not in ("127.0.0.1", "localhost"):
         raise EndpointError(f"{where}: a server the project starts must listen on 127.0.0.1, not {parts.hostname}")
     return Endpoint(name=name, base_url=body["base_url"].rstrip("/"), model=body["model"], provider=body["provider"],
                     pricing_key=body["pricing_key"], api_key_env=body.get("api_key_env"), server=server,
-                    model_file=body.get("model_file"))
+                    model_file=body.get("model_file"), chat_format=body.get("chat_format"))
 
 
 @dataclass

@@ -8,8 +8,10 @@ A managed server runs in its own process group, is told by the kernel to die wit
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +26,20 @@ PR_SET_PDEATHSIG = 1
 
 class ServerError(RuntimeError):
     """A managed server did not come up (or could not be started); the message says why."""
+
+
+class PortTaken(ServerError):
+    """The port a server was to listen on is already in use (one line, naming the port)."""
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something already listens on ``host:port`` (a bind there fails with EADDRINUSE)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
 
 
 @dataclass(frozen=True)
@@ -42,10 +58,13 @@ def server_command(endpoint: Endpoint, port: int | None = None, python: str = sy
         raise EndpointError(f"endpoint {endpoint.name!r} is not local ({served.host}); the project serves only "
                             f"on 127.0.0.1")
     if endpoint.server == "llama_cpp":
-        argv = [python, "-m", "llama_cpp.server", "--model", str(endpoint.gguf_path()),
+        # inference.llama_server is llama-cpp-python's server with the project's chat format registered
+        argv = [python, "-m", "inference.llama_server", "--model", str(endpoint.gguf_path()),
                 "--model_alias", endpoint.model, "--host", "127.0.0.1", "--port", str(served.port),
                 # SmolLM2 was trained on 8k tokens; llama.cpp's default 2k window cannot hold a policy plus tools
                 "--n_ctx", "8192"]
+        if endpoint.chat_format:
+            argv += ["--chat_format", endpoint.chat_format]
     elif endpoint.server == "vllm":
         argv = ["vllm", "serve", endpoint.model, "--host", "127.0.0.1", "--port", str(served.port),
                 "--served-model-name", endpoint.model]
@@ -87,7 +106,11 @@ class ManagedServer:
     def start(self) -> None:
         health = check_health(self.endpoint, timeout=1.0)
         if health.ok:
-            raise ServerError(f"something already answers on {self.endpoint.base_url}; pick another port")
+            raise PortTaken(f"port {self.endpoint.port} is taken: an LLM server already answers on "
+                            f"{self.endpoint.base_url}; use it, or pick another port (--port N)")
+        if port_in_use(self.endpoint.port):
+            raise PortTaken(f"port {self.endpoint.port} on 127.0.0.1 is taken by another program; pick another "
+                            f"port (--port N)")
         with open(self.log_path, "ab") as log:
             try:
                 self.process = subprocess.Popen(self.command.argv, stdout=log, stderr=subprocess.STDOUT,

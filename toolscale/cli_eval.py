@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from toolscale.options import MAX_SEED, int_at_least, number_in, preference_json
 
@@ -36,14 +37,23 @@ def _describe(args: argparse.Namespace) -> int:
     cfg = DescribeConfig(warehouse=args.warehouse, registry=args.registry, endpoints=args.endpoint,
                          writer=args.writer, snapshot=args.snapshot, tasks=args.tasks, seed=args.seed,
                          max_turns=args.max_turns, agent_max_tokens=args.max_tokens, timeout_s=args.timeout)
-    report = describe_llm_tools(cfg)
+    # one line per trial as it ends (stderr under --json, so that stdout stays one JSON document)
+    out = sys.stderr if args.json else sys.stdout
+    report = describe_llm_tools(cfg, progress=lambda line: print(line, file=out, flush=True))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=str))
         return 0
+    print("summary:")
     for o in report.endpoints:
-        print(f"{o.endpoint}: {o.status}, {o.solved}/{o.trials} solved" + (f" ({o.reason})" if o.reason else ""))
+        print(f"{o.endpoint}: {o.status}, {o.solved}/{o.trials} solved, {o.timeouts} timed out "
+              f"(after {args.timeout:g} s; --timeout raises it)" + (f"; {o.reason}" if o.reason else ""))
+        if o.evidence:
+            kinds = "; ".join(f"{k} {s}/{n}" for k, (s, n) in sorted(o.evidence["per_kind"].items()))
+            print(f"  evidence per task kind: {kinds}")
+        if o.status == "refused" and o.proposed:
+            print(f"  refused: {o.proposed}")
         if o.description:
-            print(f"  {o.description}")
+            print(f"  {'current' if o.status == 'described' else 'kept (previous)'}: {o.description}")
     return 0
 
 
@@ -78,7 +88,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--max-turns", type=int_at_least(1, 1_000), default=8)
     p.add_argument("--max-tokens", type=int_at_least(1, 1_000_000), default=256, help="per agent turn")
     p.add_argument("--timeout", type=number_in(0, 3600, low_open=True), default=60.0,
-                   help="seconds per agent call (above 0, at most 3600)")
+                   help="seconds per agent call (above 0, at most 3600); a trial whose call times out is counted and reported")
     p.add_argument("--registry", help="endpoint registry file")
     p.add_argument("--json", action="store_true")
     _warehouse_arg(p)

@@ -43,31 +43,42 @@ def _endpoints(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from inference.endpoints import load_endpoints
-    from inference.server import ManagedServer, ServerError
+    from inference.server import ManagedServer, PortTaken, ServerError
 
-    endpoint = load_endpoints(args.registry).get(args.model)
+    registry = load_endpoints(args.registry)
+    endpoint = registry.get(args.model)
     stop = threading.Event()
     # Ctrl-C and SIGTERM both end the wait; the with block then stops the server's process group
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
         return _serve_until_stopped(ManagedServer(endpoint, port=args.port, startup_timeout_s=args.startup_timeout),
-                                    stop)
+                                    stop, registry.source)
+    except PortTaken as exc:  # the --port (or the registry's port) given is the problem: exit 2, one line
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except ServerError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 3
 
 
-def _serve_until_stopped(managed: Any, stop: threading.Event) -> int:
+def _serve_until_stopped(managed: Any, stop: threading.Event, registry: Any) -> int:
+    from inference.serving import clear_serving, record_serving
+
     endpoint = managed.endpoint
     with managed as server:
-        print(f"serving {endpoint.name} ({endpoint.model}) at {server.endpoint.base_url} (pid {server.pid}); "
-              f"Ctrl-C stops it", flush=True)
-        while not stop.wait(0.5):
-            if server.process is not None and server.process.poll() is not None:
-                print(f"error: the server exited with code {server.process.returncode}; last log lines:\n"
-                      f"{server.log_tail()}", file=sys.stderr)
-                return 1
+        # while it runs, the registry's entry points at this port (toolscale endpoints, --endpoint NAME, ...)
+        record_serving(registry, endpoint.name, server.endpoint.base_url, server.pid)
+        try:
+            print(f"serving {endpoint.name} ({endpoint.model}) at {server.endpoint.base_url} (pid {server.pid}); "
+                  f"Ctrl-C stops it", flush=True)
+            while not stop.wait(0.5):
+                if server.process is not None and server.process.poll() is not None:
+                    print(f"error: the server exited with code {server.process.returncode}; last log lines:\n"
+                          f"{server.log_tail()}", file=sys.stderr)
+                    return 3
+        finally:
+            clear_serving(registry, endpoint.name)
     print("stopped", flush=True)
     return 0
 
@@ -154,7 +165,8 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("serve", help="run a managed LLM server (llama.cpp or vLLM) in the foreground until Ctrl-C")
     p.add_argument("model", nargs="?", default=None, help="an endpoint name from the registry (default: its default)")
     p.add_argument("--port", type=int_at_least(1, 65535), default=None,
-                   help="default: the port in the endpoint's base_url")
+                   help="default: the port in the endpoint's base_url; while it "
+                                                          "runs, the registry's entry points at the port given")
     p.add_argument("--startup-timeout", type=number_in(0, 3600, low_open=True), default=120.0,
                    help="seconds to wait for the server to answer (at most 3600)")
     p.add_argument("--registry", default=None, help="endpoint registry file")

@@ -1,16 +1,19 @@
 """The ``describe-llm-tools`` job: run each LLM tool of the endpoint registry as the agent on a sample of published
 tasks, record the trials, and have a writer LLM describe its capabilities from that evidence.
 
-An endpoint that fails its health check gets a ``unreachable`` row and no trials; its previous description stays
-the current one (``warehouse.eval_store.current_descriptions`` reads only ``described`` rows). No Prefect here:
-``flows/describe.py`` wraps this.
+Each trial is reported as it ends (one progress line, with its elapsed time); trials whose agent call timed out
+are counted. A description is stored with its evidence (solved k of n per task kind and per domain,
+``train/describe_evidence.py``); one that the trials contradict is ``refused`` with the reason. An endpoint that
+fails its health check gets a ``unreachable`` row and no trials. Whenever no new description is accepted, the
+previous one stays the current one (``warehouse.eval_store.current_descriptions`` reads only ``described`` rows).
+No Prefect here: ``flows/describe.py`` wraps this.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import Any
 
 from inference.client import LLMClient
 from inference.endpoints import Endpoint, check_health, load_endpoints
+from train.describe_evidence import Evidence, contradiction, evidence_of, timed_out
 from train.agent_runs import MeasuredEpisode, run_measured, sample_across_domains, task_kinds
 from train.env import EnvConfig, Environment
 from train.policies import LLMPolicy
@@ -53,12 +57,15 @@ class DescribeConfig:
 @dataclass
 class EndpointOutcome:
     endpoint: str
-    status: str  # described | unreachable | writer_failed
+    status: str  # described | refused | unreachable | writer_failed
     reason: str | None
     trials: int
     solved: int
     description: str | None  # the new one, or the previous one kept
     evidence_trial_ids: list[str] = field(default_factory=list)
+    timeouts: int = 0  # trials whose agent call timed out
+    evidence: dict[str, Any] | None = None  # Evidence.to_dict() of this run's trials
+    proposed: str | None = None  # what the writer wrote (refused: the text that was not stored as current)
 
 
 @dataclass
@@ -87,15 +94,13 @@ def evidence_text(trials: list[dict[str, Any]]) -> str:
     """The evidence the writer sees: one line per trial and a tally per domain and per task kind."""
     lines = ["Trials (domain | task kinds | solved | how it ended | turns | format errors):"]
     for t in trials:
-        lines.append(f"- {t['domain']} | {t['kinds']} | {'yes' if t['solved'] else 'no'} | {t['ended_by']} | "
+        ended = "timed out" if timed_out(t) else t["ended_by"]
+        lines.append(f"- {t['domain']} | {t['kinds']} | {'yes' if t['solved'] else 'no'} | {ended} | "
                      f"{t['turns']} | {t['format_errors']}")
-    for key in ("domain", "kinds"):
-        tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        for t in trials:
-            tally[t[key]][0] += int(t["solved"])
-            tally[t[key]][1] += 1
-        label = "domain" if key == "domain" else "task kind"
+    ev = evidence_of(trials)
+    for label, tally in (("domain", ev.per_domain), ("task kind", ev.per_kind)):
         lines.append(f"Solved per {label}: " + "; ".join(f"{k} {s}/{n}" for k, (s, n) in sorted(tally.items())))
+    lines.append(f"Solved in all: {ev.solved}/{ev.trials}; timed out: {ev.timeouts}")
     return "\n".join(lines)
 
 
@@ -103,18 +108,27 @@ def writer_prompt(alias: str, trials: list[dict[str, Any]]) -> list[dict[str, st
     return [{"role": "system", "content": WRITER_SYSTEM},
             {"role": "user", "content": f"Model {alias} acted as a customer-service agent on these tasks.\n"
                                         f"{evidence_text(trials)}\n\nDescribe its strengths and weaknesses by "
-                                        "domain and task kind in three to five sentences."}]
+                                        "domain and task kind in three to five sentences. Quote only the counts "
+                                        "above."}]
+
+
+def trial_line(endpoint: str, n: int, total: int, trial: dict[str, Any], elapsed_s: float) -> str:
+    """One progress line per trial, e.g. ``local-smollm2: trial 3/10 weather (identify+intent): not solved,
+    turn_limit, 41.2 s``."""
+    outcome = "solved" if trial["solved"] else ("timed out" if timed_out(trial) else f"not solved, {trial['ended_by']}")
+    return f"{endpoint}: trial {n}/{total} {trial['domain']} ({trial['kinds'] or '-'}): {outcome}, {elapsed_s:.1f} s"
 
 
 def describe_endpoint(cfg: DescribeConfig, endpoint: Endpoint, tasks: list[TrainingTask], kinds: dict[str, str],
                       snapshot_id: str, run_id: str, writer: Endpoint,
-                      rows: DescribeRows) -> EndpointOutcome:
+                      rows: DescribeRows, progress: Any = print) -> EndpointOutcome:
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     base = {"run_id": run_id, "endpoint": endpoint.name, "created_at": now, "model": endpoint.model}
     health = check_health(endpoint, timeout=min(cfg.timeout_s, 5.0))
     if not health.ok:
         rows.descriptions.append({**base, "status": "unreachable", "reason": health.reason, "writer_endpoint": None,
-                                  "description": None, "evidence_trial_ids_json": "[]", "trials": 0, "solved": 0})
+                                  "description": None, "evidence_trial_ids_json": "[]", "trials": 0, "solved": 0,
+                                  "evidence_json": None, "proposed_description": None})
         return EndpointOutcome(endpoint.name, "unreachable", health.reason, 0, 0, None)
     env = Environment(EnvConfig(max_turns=cfg.max_turns, subset_tools=False, run_seed=cfg.seed))
     trials = []
@@ -122,23 +136,36 @@ def describe_endpoint(cfg: DescribeConfig, endpoint: Endpoint, tasks: list[Train
                    max_retries=1, snapshot_id=snapshot_id) as client:
         for n, task in enumerate(tasks):
             policy = LLMPolicy(client, task.task_id, {"temperature": 0.0, "max_tokens": cfg.agent_max_tokens})
+            start = time.monotonic()
             run = run_measured(env, task, policy)
             trials.append(trial_row(run_id, endpoint, n, snapshot_id, kinds.get(task.task_id, ""), run, now))
+            progress(trial_line(endpoint.name, n + 1, len(tasks), trials[-1], time.monotonic() - start))
     rows.trials += trials
     ids = [t["trial_id"] for t in trials]
-    solved = sum(int(t["solved"]) for t in trials)
+    evidence = evidence_of(trials)
+    solved = evidence.solved
     # the writer never sees the model's name: the description is about behaviour, not reputation
     with LLMClient(writer, cache_dir=cfg.cache_dir, stage="describe-writer", timeout_s=cfg.timeout_s,
                    max_retries=1) as client:
         reply = client.chat(writer_prompt("X", trials), temperature=0.0, max_tokens=cfg.writer_max_tokens)
     text = (reply.text or "").strip() if reply.ok else ""
-    status = "described" if text else "writer_failed"
-    reason = None if text else (f"writer {writer.name}: {reply.error_kind or 'empty answer'}: "
-                                f"{reply.error_detail or ''}").strip()[:300]
+    status, reason = judge(text, evidence, writer, reply)
+    accepted = text if status == "described" else None
     rows.descriptions.append({**base, "status": status, "reason": reason, "writer_endpoint": writer.name,
-                              "description": text or None, "evidence_trial_ids_json": json.dumps(ids),
-                              "trials": len(trials), "solved": solved})
-    return EndpointOutcome(endpoint.name, status, reason, len(trials), solved, text or None, ids)
+                              "description": accepted, "evidence_trial_ids_json": json.dumps(ids),
+                              "trials": len(trials), "solved": solved,
+                              "evidence_json": json.dumps(evidence.to_dict()), "proposed_description": text or None})
+    return EndpointOutcome(endpoint.name, status, reason, len(trials), solved, accepted, ids, evidence.timeouts,
+                           evidence.to_dict(), text or None)
+
+
+def judge(text: str, evidence: Evidence, writer: Endpoint, reply: Any) -> tuple[str, str | None]:
+    """``described`` when the writer's text is there and the trials do not contradict it; else why not."""
+    if not text:
+        return "writer_failed", (f"writer {writer.name}: {reply.error_kind or 'empty answer'}: "
+                                 f"{reply.error_detail or ''}").strip()[:300]
+    why = contradiction(text, evidence)
+    return ("refused", f"contradicted by the trials: {why}"[:300]) if why else ("described", None)
 
 
 def describe_llm_tools(cfg: DescribeConfig, progress: Any = print) -> DescribeReport:
@@ -156,12 +183,12 @@ def describe_llm_tools(cfg: DescribeConfig, progress: Any = print) -> DescribeRe
     rows = DescribeRows()
     outcomes = []
     for endpoint in endpoints:
-        progress(f"{endpoint.name}: {len(tasks)} trials from {data.snapshot_id}")
-        outcome = describe_endpoint(cfg, endpoint, tasks, kinds, data.snapshot_id, run_id, writer, rows)
+        progress(f"{endpoint.name}: {len(tasks)} trials from {data.snapshot_id} ({cfg.timeout_s:g} s per agent call)")
+        outcome = describe_endpoint(cfg, endpoint, tasks, kinds, data.snapshot_id, run_id, writer, rows, progress)
         if outcome.status != "described" and endpoint.name in previous:
             outcome.description = previous[endpoint.name]["description"]  # kept, not replaced
         progress(f"{endpoint.name}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
-                 + f", {outcome.solved}/{outcome.trials} solved")
+                 + f", {outcome.solved}/{outcome.trials} solved, {outcome.timeouts} timed out")
         outcomes.append(outcome)
     store_describe(cfg.warehouse, rows)
     return DescribeReport(run_id, data.snapshot_id, str(Path(cfg.warehouse)), outcomes)
@@ -169,8 +196,8 @@ def describe_llm_tools(cfg: DescribeConfig, progress: Any = print) -> DescribeRe
 
 def report_markdown(report: DescribeReport) -> str:
     lines = [f"# describe-llm-tools `{report.run_id}`", "", f"snapshot `{report.snapshot_id}`", "",
-             "| endpoint | status | solved | description |", "|---|---|---:|---|"]
+             "| endpoint | status | solved | timed out | description |", "|---|---|---:|---:|---|"]
     for o in report.endpoints:
         text = (o.description or "-").replace("\n", " ").replace("|", "/")[:300]
-        lines.append(f"| {o.endpoint} | {o.status} | {o.solved}/{o.trials} | {text} |")
+        lines.append(f"| {o.endpoint} | {o.status} | {o.solved}/{o.trials} | {o.timeouts} | {text} |")
     return "\n".join(lines) + "\n"

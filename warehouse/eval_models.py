@@ -45,13 +45,20 @@ class LLMToolDescription(SQLModel, table=True):
     endpoint: str = Field(primary_key=True)
     created_at: datetime
     model: str
-    status: str  # described | unreachable | writer_failed
-    reason: str | None = None  # why not described (health check or writer error)
+    status: str  # described | refused (the trials contradict it) | unreachable | writer_failed
+    reason: str | None = None  # why not described (health check, writer error, or the contradiction)
     writer_endpoint: str | None = None
     description: str | None = None  # NULL unless described; the previous description stays current
     evidence_trial_ids_json: str  # ["<trial_id>", ...]
     trials: int
     solved: int
+    # {"trials", "solved", "timeouts", "per_kind": {kind: [solved, n]}, "per_domain": {...}}; NULL: no trials
+    evidence_json: str | None = None
+    proposed_description: str | None = None  # what the writer wrote, stored as current only when described
+
+
+# columns added after warehouses were created (``create_all`` adds tables, never columns)
+ADDED_DESCRIPTION_COLUMNS = {"evidence_json": "VARCHAR", "proposed_description": "VARCHAR"}
 
 
 class EvalRun(SQLModel, table=True):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warehouse.eval_models import ADDED_DESCRIPTION_COLUMNS
 from warehouse.writer import atomic_edit
 from warehouse.errors import WarehouseError
 from warehouse.reader import connect_readonly
@@ -32,6 +33,8 @@ class EvalRows:
 
 def store_describe(path: str | Path, rows: DescribeRows) -> None:
     with atomic_edit(path) as con:
+        for name, sql_type in ADDED_DESCRIPTION_COLUMNS.items():
+            con.execute(f"ALTER TABLE llm_tool_descriptions ADD COLUMN IF NOT EXISTS {name} {sql_type}")
         _insert(con, "llm_tool_trials", rows.trials)
         _insert(con, "llm_tool_descriptions", rows.descriptions)
 
@@ -54,14 +57,20 @@ def current_descriptions(path: str | Path) -> dict[str, dict[str, Any]]:
     try:
         if not _has_table(con, "llm_tool_descriptions"):
             return {}
-        rows = con.execute(
-            "SELECT endpoint, run_id, created_at, model, description, evidence_trial_ids_json FROM ("
+        cur = con.execute(
+            "SELECT * EXCLUDE (n) FROM ("
             " SELECT *, row_number() OVER (PARTITION BY endpoint ORDER BY created_at DESC, run_id DESC) AS n"
-            " FROM llm_tool_descriptions WHERE status = 'described') WHERE n = 1 ORDER BY endpoint").fetchall()
+            " FROM llm_tool_descriptions WHERE status = 'described') WHERE n = 1 ORDER BY endpoint")
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
     finally:
         con.close()
-    return {r[0]: {"endpoint": r[0], "run_id": r[1], "created_at": r[2], "model": r[3], "description": r[4],
-                   "evidence_trial_ids": json.loads(r[5])} for r in rows}
+    # a warehouse written before evidence_json existed has no such column: its descriptions have no evidence
+    return {r["endpoint"]: {"endpoint": r["endpoint"], "run_id": r["run_id"], "created_at": r["created_at"],
+                            "model": r["model"], "description": r["description"],
+                            "evidence_trial_ids": json.loads(r["evidence_trial_ids_json"]),
+                            "evidence": json.loads(r["evidence_json"]) if r.get("evidence_json") else None}
+            for r in rows}
 
 
 def eval_run_episodes(path: str | Path, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -4,12 +4,15 @@ the call records in a real DuckDB warehouse. Requests pass through a counting pr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -18,7 +21,8 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not install
 
 from inference.budget import Budget  # noqa: E402
 from inference.client import LLMClient, force_tool  # noqa: E402
-from inference.endpoints import check_health, load_endpoints  # noqa: E402
+from inference.endpoints import Endpoint, check_health, load_endpoints  # noqa: E402
+from inference.serving import SERVING_DIR_ENV  # noqa: E402
 from inference.cost import Price, table_lookup  # noqa: E402
 from tests.inference.conftest import Local  # noqa: E402
 
@@ -110,22 +114,69 @@ def test_tokens_and_cost_are_accounted_and_recorded_in_the_warehouse(local: Loca
 
 
 def test_toolscale_serve_runs_until_interrupted_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """`serve --port N`: the registry points at N while it runs (and back after), a taken port is one line and
+    exit 2, and tau2's own LLM agent gets tool calls from the server."""
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), SERVING_DIR_ENV: str(tmp_path / "serving")}
+    os.environ[SERVING_DIR_ENV] = env[SERVING_DIR_ENV]
     serve = subprocess.Popen([sys.executable, "-m", "toolscale.cli", "serve", "local-smollm2", "--port",
                               str(SERVE_CLI_PORT)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env={**os.environ, "PYTHONPATH": os.getcwd()})
+                             env=env)
     endpoint = load_endpoints().get("local-smollm2").with_port(SERVE_CLI_PORT)
     try:
         banner = serve.stdout.readline()
         assert f"at {endpoint.base_url}" in banner, banner
         server_pid = int(banner.split("(pid ")[1].split(")")[0])
         assert check_health(endpoint).ok
+        assert load_endpoints().get("local-smollm2").base_url == endpoint.base_url  # the --port given
+        listed = subprocess.run([sys.executable, "-m", "toolscale.cli", "endpoints", "--json"], env=env,
+                                capture_output=True, text=True, timeout=60)
+        [row] = [r for r in json.loads(listed.stdout) if r["name"] == "local-smollm2"]
+        assert (row["base_url"], row["ok"]) == (endpoint.base_url, True)
+
+        again = subprocess.run([sys.executable, "-m", "toolscale.cli", "serve", "--port", str(SERVE_CLI_PORT)],
+                               env=env, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
+        assert f"port {SERVE_CLI_PORT} is taken" in again.stderr
+
+        calls = tau2_agent_calls(endpoint)
+        assert calls and {c["name"] for c in calls} <= {"create_task", "get_users", "update_task_status",
+                                                         "transfer_to_human_agents"}, calls
+
         serve.send_signal(signal.SIGINT)
         assert serve.wait(timeout=30) == 0
         assert "stopped" in serve.stdout.read()
     finally:
         serve.kill()
+        os.environ.pop(SERVING_DIR_ENV, None)
     assert not check_health(endpoint, timeout=1).ok
+    assert load_endpoints().get("local-smollm2").port == 8089  # back to the registry's own port
     deadline = time.monotonic() + 10
     while Path(f"/proc/{server_pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(f"/proc/{server_pid}").exists()
+
+
+def test_a_port_taken_by_another_program_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        taken = subprocess.run([sys.executable, "-m", "toolscale.cli", "serve", "--port", str(port)],
+                               env={**os.environ, "PYTHONPATH": os.getcwd(),
+                                    SERVING_DIR_ENV: str(tmp_path / "serving")},
+                               capture_output=True, text=True, timeout=60)
+    assert taken.returncode == 2
+    assert taken.stderr == f"error: port {port} on 127.0.0.1 is taken by another program; pick another port " \
+                           f"(--port N)\n"
+
+
+def tau2_agent_calls(endpoint: Endpoint) -> list[dict[str, Any]]:
+    """The tool calls tau2's LLMAgent (in .venv-tau2) makes in one turn against ``endpoint``."""
+    from tests.tau2_venv import ensure_tau2_venv
+
+    python = ensure_tau2_venv()
+    script = Path(__file__).resolve().parents[1] / "interop" / "tau2_agent_calls.py"
+    done = subprocess.run([str(python), str(script), endpoint.base_url, endpoint.model, "1"], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])["tool_calls"]

@@ -52,8 +52,9 @@ def test_llama_cpp_command_and_non_managed_endpoints(tmp_path: Path) -> None:
     gguf.write_bytes(b"GGUF")
     local = replace(load_endpoints().get("local-smollm2"), model_file=str(gguf))
     argv = server_command(local, port=8313, python="/usr/bin/python3").argv
-    assert argv == ["/usr/bin/python3", "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias",
-                    "SmolLM2-135M-Instruct", "--host", "127.0.0.1", "--port", "8313", "--n_ctx", "8192"]
+    assert argv == ["/usr/bin/python3", "-m", "inference.llama_server", "--model", str(gguf), "--model_alias",
+                    "SmolLM2-135M-Instruct", "--host", "127.0.0.1", "--port", "8313", "--n_ctx", "8192",
+                    "--chat_format", "chatml-tools"]
     with pytest.raises(EndpointError, match="is not started by the project"):
         server_command(load_endpoints().get("openai-gpt-4o-mini"))
 

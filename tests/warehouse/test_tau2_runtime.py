@@ -27,30 +27,21 @@ from domains.policy import policy_contradictions
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 from pipeline.regenerate import RegenerateConfig, regenerate
 from warehouse.exports import export_tau2
+from tests.tau2_venv import ensure_tau2_venv
 from warehouse.tau2_package import package_name, tau2_domain_name
 from verifiers.types import Trajectory, VerifiableTask
 from verifiers.verify import outcome_reward
 from warehouse.tau2_package.build import keyed_db
 
 ROOT = Path(__file__).resolve().parents[2]
-TAU2_VENV = Path(os.environ.get("TAU2_VENV", ROOT / ".venv-tau2"))
-TAU2_PYTHON = TAU2_VENV / "bin" / "python"
 DOMAINS = sorted(DOMAIN_NAMES)  # every domain a default regenerate exports
 MIN_TASKS = 30  # per domain, the issue's floor
 LIMIT = 32  # tasks checked per domain: the floor plus a little, to keep the test short
 
 
 def _tau2_python() -> Path:
-    """The tau2 venv's python, created by the setup script when missing; skip only when that fails."""
-    ok = TAU2_PYTHON.exists() and subprocess.run([str(TAU2_PYTHON), "-c", "import tau2"],
-                                                 capture_output=True).returncode == 0
-    if not ok:
-        made = subprocess.run(["bash", str(ROOT / "scripts" / "setup_tau2.sh")], capture_output=True, text=True,
-                              env={**os.environ, "TAU2_VENV": str(TAU2_VENV)}, timeout=900)
-        if made.returncode != 0:
-            pytest.skip(f"{TAU2_VENV} is missing and scripts/setup_tau2.sh could not create it: "
-                        f"{(made.stderr or made.stdout).strip().splitlines()[-1:]}")
-    return TAU2_PYTHON
+    """The tau2 venv's python, created by the setup script when missing (tests/tau2_venv.py)."""
+    return ensure_tau2_venv()
 
 
 @pytest.fixture(scope="module")
