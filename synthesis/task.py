@@ -12,7 +12,7 @@ from typing import Any
 from domains.engine import ToolCall
 from synthesis.persona import Persona
 from synthesis.requests import Request
-from synthesis.wording import agree_numbers, lower_first, opening_connective, part_of_day, skeleton
+from synthesis.wording import agree, lower_first, opening_connective, part_of_day, skeleton
 from verifiers.types import CHECKS, VerifiableTask
 
 OPENERS = ("I'd like to {c}.", "Could you {c}?", "Please {c}.", "I need you to {c}.", "Can you {c} for me?")
@@ -101,7 +101,7 @@ class Task:
 
     def _persona_instructions(self) -> dict[str, Any]:
         assert self.persona is not None
-        facts = list(dict.fromkeys(agree_numbers(k) for r in self.requests for k in r.known))
+        facts = list(dict.fromkeys(agree(k) for r in self.requests for k in r.known))
         named = any(self.persona.name in k for k in facts)
         known = ([] if named else [f"your name is {self.persona.name}"]) + facts
         return {
@@ -265,7 +265,7 @@ def spoken_clauses(requests: list[Request], style: int, now: str | None = None) 
     out: list[SpokenClause] = []
     for i, r in enumerate(said):
         names = r.says
-        clause = agree_numbers(_sentence(r.clause))
+        clause = agree(_sentence(r.clause))
         own = opening_connective(clause)
         if i == 0:
             joiner = greeting(style, now)

@@ -1,5 +1,6 @@
 """How spoken requests are worded, and the text checks that catch slips: greetings that fit the domain's clock,
-connectives ("Also,", "while you're at it") that are never doubled, number agreement ("1 star"), doubled words,
+connectives ("Also,", "while you're at it") that are never doubled, number and article agreement ("1 star",
+"an abnormal result"), doubled words,
 names that keep their case, and a clause's skeleton (its wording with the record values taken out).
 
 Used by ``synthesis/task.py`` to write a request and by ``synthesis/realism_audit.py`` to measure one.
@@ -29,6 +30,9 @@ ONE_PLURAL = re.compile(r"(?<![\w.,])(1) (?!(?:was|has|does|goes|this|yes|its)\b
 _ES_PLURAL = re.compile(r"(?:sh|ch|x|ss|zz)es$")
 IRREGULAR_PLURALS = {"people": "person", "children": "child", "adults": "adult", "men": "man", "women": "woman"}
 ONE_IRREGULAR = re.compile(r"(?<![\w.,])(1) (" + "|".join(IRREGULAR_PLURALS) + r")\b")
+# "a abnormal result": the article before a word said with a vowel sound (not "a user", "a one-way", "a euro")
+_YOU_OR_WON = r"(?!(?:uni|use|usu|uti|ure|uro|eu|one\b|one-|once)\w*)"
+A_BEFORE_VOWEL = re.compile(r"\b(a) " + _YOU_OR_WON + r"(?=[aeiou]\w)")
 
 
 def part_of_day(now: str | None) -> str | None:
@@ -84,9 +88,24 @@ def agree_numbers(text: str) -> str:
     return ONE_PLURAL.sub(singular, text)
 
 
+def agree_articles(text: str) -> str:
+    """'a abnormal result' -> 'an abnormal result' (lower-case 'a' only: 'seat A in row 3' stays).
+
+    >>> agree_articles("enter a abnormal result, a urgent one, a user, a one-way ticket and a euro refund")
+    'enter an abnormal result, an urgent one, a user, a one-way ticket and a euro refund'
+    """
+    return A_BEFORE_VOWEL.sub("an ", text)
+
+
+def agree(text: str) -> str:
+    """Number and article agreement: '1 stars' -> '1 star', 'a abnormal' -> 'an abnormal'."""
+    return agree_articles(agree_numbers(text))
+
+
 def plural_slips(text: str) -> int:
-    """How many '1 <plural>' slips ``text`` holds ("1 stars", "1 people")."""
-    return len(ONE_PLURAL.findall(text)) + len(ONE_IRREGULAR.findall(text))
+    """How many agreement slips ``text`` holds: '1 <plural>' ("1 stars", "1 people") and 'a' before a vowel
+    sound ("a abnormal")."""
+    return len(ONE_PLURAL.findall(text)) + len(ONE_IRREGULAR.findall(text)) + len(A_BEFORE_VOWEL.findall(text))
 
 
 def _spans(text: str, values: Iterable[str]) -> list[tuple[int, int]]:

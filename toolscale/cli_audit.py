@@ -43,7 +43,7 @@ TABLES = (
         ("greeting", "greeting_clock_contradictions", "{}", "greetings contradicting the clock (gate: 0)"),
         ("doubled", "doubled_words", "{}", "a word said twice in a row (gate: 0)"),
         ("joiners", "doubled_joiners", "{}", "sentences opening with two connectives (gate: 0)"),
-        ("plurals", "plural_slips", "{}", '"1 stars"-style slips (gate: 0)'),
+        ("plurals", "plural_slips", "{}", '"1 stars" or "a abnormal" slips (gate: 0)'),
         ("lowercase", "lowercased_names", "{}", "names that appear only lower-cased (gate: 0)"),
         ("top opener", "top_opening_share", "{:.1%}", "share of the commonest 3-word opening (gate: <= 3%, allowing for sample size)"),
         ("top clause", "top_skeleton_share", "{:.1%}", "share of the commonest clause pattern (gate: <= 2%, allowing for sample size)"),

@@ -37,6 +37,7 @@ _ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
 DAY_MONTH = re.compile(_WEEKDAY + _ORDINAL + r"(?:\s+of)?\s+" + _MONTH + r"(?:,?\s+(\d{4}))?\b", re.IGNORECASE)
 MONTH_DAY = re.compile(_WEEKDAY + _MONTH + r"\s+" + _ORDINAL + r"\b(?:,?\s+(\d{4}))?", re.IGNORECASE)
 ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+NUMERIC_DAY = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 ISO_DATETIME = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}):(\d{2})(?::\d{2})?$")
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
@@ -131,7 +132,7 @@ def _clock_date(now: str) -> date:
 
 def dates_in_words(text: str, clock: date) -> set[str]:
     """Every calendar day ``text`` names, as ISO dates: '16 September', 'Tuesday 16 September', 'September 16th,
-    2026', '2025-09-16', and 'today' / 'tomorrow' / 'yesterday' read against the clock. A day without a year is in
+    2026', '2025-09-16', '16/09/2025' (day first), and 'today' / 'tomorrow' / 'yesterday' read against the clock. A day without a year is in
     the clock's year; when a weekday is named that does not fit that year, the year before or after where it fits.
 
     >>> sorted(dates_in_words("Tuesday 16 September or tomorrow", date(2025, 5, 20)))
@@ -147,6 +148,11 @@ def dates_in_words(text: str, clock: date) -> set[str]:
                 found.add(read.isoformat())
     for m in ISO_DAY.finditer(text):
         found.add(m.group(0))
+    for m in NUMERIC_DAY.finditer(text):  # '24/01/2006': day first, as the domains write dates of birth
+        try:
+            found.add(date(int(m.group(3)), int(m.group(2)), int(m.group(1))).isoformat())
+        except ValueError:
+            pass
     lower = text.lower()
     for word, offset in RELATIVE_DAYS.items():
         if re.search(rf"\b{word}\b", lower):
@@ -314,7 +320,7 @@ class Sources:
                 clock = f"{m.group(2)}:{m.group(3)}"
                 if day and any(t.has(clock) or t.has(clock.lstrip("0")) for t in self.texts):
                     return f"date_time({day})"
-            if EXPRESSION.fullmatch(value) and NUMBER.search(value):
+            if EXPRESSION.fullmatch(value) and not ISO_DATE.match(value):  # '2006-01-24' is a day, not a sum
                 parts = [self.source(_number(n.group(0))) for n in NUMBER.finditer(value)]
                 return f"expression({', '.join(parts)})" if all(parts) else None
             m = AMOUNT.match(value.strip())

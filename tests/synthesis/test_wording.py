@@ -20,8 +20,8 @@ from synthesis.persona import Persona
 from synthesis.realism_audit import TaskFacts, aggregate, task_figures
 from synthesis.requests import Request
 from synthesis.task import OPENINGS, Task, spoken_clauses
-from synthesis.wording import (agree_numbers, doubled_connectives, doubled_words, greeting_contradicts, lower_first,
-                               lowercased_names, part_of_day, skeleton)
+from synthesis.wording import (agree, agree_numbers, doubled_connectives, doubled_words, greeting_contradicts, lower_first,
+                               lowercased_names, part_of_day, plural_slips, skeleton)
 from warehouse.audit_models import read_audit, write_audit
 from warehouse.quality import realism_gate
 from warehouse.schema import ensure_schema
@@ -100,6 +100,13 @@ def test_numbers_agree_and_doubled_words_are_caught() -> None:
     assert doubled_words("put 250 EUR on the Anniversary trip trip", ["Anniversary trip"]) == ["trip trip"]
     assert doubled_words("a member member asked") == ["member member"]
     assert doubled_words("Chen Chen, who is on booking TK1", ["Chen Chen"]) == []  # a person's name, not a slip
+
+
+def test_articles_agree_with_the_sound_of_the_next_word() -> None:
+    assert agree("enter a abnormal result on a urgent order") == "enter an abnormal result on an urgent order"
+    assert agree("a user, a unit, a one-way fare, a euro refund") == "a user, a unit, a one-way fare, a euro refund"
+    assert agree("seat A in row 1 for 1 nights") == "seat A in row 1 for 1 night"  # a seat letter is not an article
+    assert plural_slips("a abnormal result") == 1 and plural_slips("an abnormal result") == 0
 
 
 def test_every_shipped_domain_has_five_phrasings_per_forbidden_kind() -> None:

@@ -45,6 +45,13 @@ def test_date_read_in_words_with_the_clocks_year() -> None:
     assert source("2026-09-16", "on 16 September") is None  # no year said: the clock's year
 
 
+def test_a_day_written_in_figures_is_read_day_first_and_never_as_a_sum() -> None:
+    # a date of birth as people write it here: read as the day it names, not as the arithmetic 2006 - 01 - 24
+    assert source("2006-01-24", "born 24/01/2006") == "date_in_words(user)"
+    assert source("2006-01-24", "born 2006 and 1 and 24") is None
+    assert dates_in_words("31/02/2006", date(2025, 5, 20)) == set()  # no such day
+
+
 def test_a_weekday_that_does_not_fit_the_clocks_year_picks_the_next() -> None:
     assert dates_in_words("Wednesday 14 January", date(2025, 12, 20)) == {"2026-01-14"}
     assert dates_in_words("16 September 2027", date(2025, 5, 20)) == {"2027-09-16"}
