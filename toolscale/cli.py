@@ -35,7 +35,7 @@ class Parser(argparse.ArgumentParser):
 def _domains(args: argparse.Namespace) -> int:
     from domains.registry import available_domains, get_spec
 
-    rows = [domain_row(get_spec(name)) for name in available_domains()]
+    rows = [domain_row(get_spec(name), name) for name in available_domains()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -53,12 +53,13 @@ def _domains(args: argparse.Namespace) -> int:
     return 0
 
 
-def domain_row(spec: Any) -> dict[str, Any]:
+def domain_row(spec: Any, name: str | None = None) -> dict[str, Any]:
     """One line of ``toolscale domains``: a domain seeded from external data counts the records it would load,
-    or says (``external_data: missing``, ``rows: null``) that they are not installed and how to install them."""
+    or says (``external_data: missing``, ``rows: null``) that they are not installed and how to install them.
+    ``name``: the name the domain is known by (its folder), which a copied spec's own ``domain:`` may not match."""
     from domains import external
 
-    row: dict[str, Any] = {"domain": spec.name, "tables": len(spec.tables), "rows": sum(t.rows for t in spec.tables),
+    row: dict[str, Any] = {"domain": name or spec.name, "tables": len(spec.tables), "rows": sum(t.rows for t in spec.tables),
                            "read_tools": sum(t.kind == "read" for t in spec.tools),
                            "write_tools": sum(t.kind == "write" for t in spec.tools),
                            "external_data": None, "install": None}
