@@ -113,11 +113,12 @@ def test_tokens_and_cost_are_accounted_and_recorded_in_the_warehouse(local: Loca
     assert all(r[11] > 0 for r in rows)
 
 
-def test_toolscale_serve_runs_until_interrupted_and_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_toolscale_serve_runs_until_interrupted_and_leaves_nothing_behind(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """`serve --port N`: the registry points at N while it runs (and back after), a taken port is one line and
     exit 2, and tau2's own LLM agent gets tool calls from the server."""
     env = {**os.environ, "PYTHONPATH": os.getcwd(), SERVING_DIR_ENV: str(tmp_path / "serving")}
-    os.environ[SERVING_DIR_ENV] = env[SERVING_DIR_ENV]
+    monkeypatch.setenv(SERVING_DIR_ENV, env[SERVING_DIR_ENV])  # for this process's registry reads; undone after
     serve = subprocess.Popen([sys.executable, "-m", "toolscale.cli", "serve", "local-smollm2", "--port",
                               str(SERVE_CLI_PORT)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              env=env)
