@@ -49,10 +49,11 @@ def test_domains_says_when_external_data_is_missing_and_how_to_install_it(tmp_pa
     """A domain seeded from external data (as retail is from tau2's db.json) whose file is not on this machine."""
     spec = (REPO / "domains" / "retail" / "retail.yaml").read_text()
     spec = spec.replace("domain: retail", "domain: shopfront", 1)
-    spec = re.sub(r"package: tau2\n    resource: [^\n]+", f"path: {tmp_path / 'absent' / 'db.json'}", spec)
+    spec = re.sub(r"package: tau2\n    resource: [^\n]+", "path: absent/db.json", spec)  # under the named site
+    (tmp_path / "site").mkdir()
     (tmp_path / "mine" / "shopfront").mkdir(parents=True)
     (tmp_path / "mine" / "shopfront" / "shopfront.yaml").write_text(spec)
-    env = {"TOOLSCALE_DOMAINS_DIR": str(tmp_path / "mine")}
+    env = {"TOOLSCALE_DOMAINS_DIR": str(tmp_path / "mine"), "TOOLSCALE_EXTERNAL_SITE": str(tmp_path / "site")}
     listed = {r["domain"]: r for r in json.loads(_run("domains", "--json", env=env).stdout)}
     assert listed["shopfront"]["external_data"] == "missing" and listed["shopfront"]["rows"] is None
     assert "absent/db.json" in listed["shopfront"]["install"] and "setup_tau2.sh" in listed["shopfront"]["install"]

@@ -19,9 +19,9 @@ def serve_local() -> Iterator[Endpoint]:
     endpoint = load_endpoints().get("local-smollm2")
     base = server_command(endpoint, SERVER_PORT)
     # llama.cpp's default 2,048-token context is shorter than an episode's system prompt with the tool schemas.
-    # That prompt (about 3,000 tokens) dominates the tests' time, so the server keeps evaluated prompt states in
+    # That prompt (about 7,600 tokens since the policies list every rule with its alternatives) dominates the tests' time, so the server keeps evaluated prompt states in
     # RAM (--cache): describe and evaluate episodes over one domain's full catalog share it and read it once.
-    command = ServerCommand([*base.argv, "--n_ctx", "6144", "--n_threads", "2", "--cache", "true"], base.endpoint)
+    command = ServerCommand([*base.argv, "--n_ctx", "12288", "--n_threads", "2", "--cache", "true"], base.endpoint)
     with ManagedServer(endpoint, startup_timeout_s=120, command=command) as server:
         yield server.endpoint
 
