@@ -142,6 +142,7 @@ def doc_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Path]:
 
 def _env(folder: Path, extra: dict[str, str]) -> dict[str, str]:
     venv_bin = ROOT / ".venv" / "bin"
+    (folder / "work" / "prefect-home").mkdir(parents=True, exist_ok=True)  # a bench run elsewhere cannot make it
     return {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT),
             "PREFECT_HOME": str(folder / "work" / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "TOOLSCALE_DEBUG": "1", **extra}
