@@ -68,6 +68,12 @@ class FakeLLM:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def end_headers(self) -> None:
+                # every connection is closed after its answer (below), so say so: a client that pooled it
+                # would otherwise race the close on its next request and see a reply cut off before it began
+                self.send_header("Connection", "close")
+                super().end_headers()
+
             def do_POST(self) -> None:
                 request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 text = str(request["messages"][-1]["content"])
