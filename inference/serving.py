@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+from toolscale.pids import pid_alive
+
 SERVING_DIR_ENV = "TOOLSCALE_SERVING_DIR"
 
 
@@ -23,16 +25,6 @@ def serving_dir() -> Path:
 def _record_path(registry: Path, name: str) -> Path:
     key = hashlib.sha256(f"{registry.resolve()}\0{name}".encode()).hexdigest()[:16]
     return serving_dir() / f"{name}-{key}.json"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def record_serving(registry: Path, name: str, base_url: str, pid: int) -> Path:
@@ -58,7 +50,7 @@ def served_base_url(registry: Path, name: str) -> str | None:
         base_url, pid = str(record["base_url"]), int(record["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not _alive(pid):
+    if not pid_alive(pid):
         path.unlink(missing_ok=True)
         return None
     return base_url

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolscale.pids import pid_alive
 from warehouse.atomic import fsync_tree, replace_folder
 from warehouse.checks import KINDS, NAME_MAX, check_place, first_line, resolve, stat_or_none
 from warehouse.errors import WarehouseError
@@ -108,18 +109,8 @@ def remove_dead_staging(target: Path) -> None:
         found = STAGING.fullmatch(entry.name)
         if not found or found["name"] != target.name or not entry.is_dir(follow_symlinks=False):
             continue
-        if not _alive(int(found["pid"])):
+        if not pid_alive(int(found["pid"])):
             shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextmanager
