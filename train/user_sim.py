@@ -20,6 +20,8 @@ _IGNORED = frozenset({"the", "your", "you", "what", "which", "please", "can", "c
                       "know", "also", "help", "everything", "else", "anything", "would", "like"})
 # a stored fact is written to the person ("your e-mail address is ..."); the person says it of themselves
 _SECOND_PERSON = re.compile(r"\b(you are|you were|you're|you've|you'd|you'll|yourself|yours|your|you)\b", re.IGNORECASE)
+# a scenario written to the person playing the user opens with "You ..." (tau2's reason_for_call)
+_NARRATED = re.compile(r"\s*(You|Your)\b")
 _FIRST_PERSON = {"you are": "I am", "you were": "I was", "you're": "I'm", "you've": "I've", "you'd": "I'd",
                  "you'll": "I'll", "yourself": "myself", "yours": "mine", "your": "my", "you": "I"}
 
@@ -81,9 +83,15 @@ class ScriptedUser:
 
 
 def opening_message(task: TrainingTask) -> str:
-    """The user's first message: the request as the person words it (the scenario's reason for the call)."""
+    """The user's first message: the request as the person words it (the scenario's reason for the call).
+
+    tau2's own scenarios (imported tasks) narrate the call to the person playing the user ("You received your
+    order #W2378156 and wish to exchange ..."); the person says it of themselves ("I received my order ...").
+    A synthesised request is already the person's words, where "you" is the agent, and is left as it is.
+    """
     ins = (task.user_scenario or {}).get("instructions") or {}
-    return str(ins.get("reason_for_call") or task.instruction)
+    text = str(ins.get("reason_for_call") or task.instruction)
+    return first_person(text) if _NARRATED.match(text) else text
 
 
 def scenario_prompt(task: TrainingTask) -> str:

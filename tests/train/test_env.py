@@ -228,3 +228,16 @@ def test_the_reward_judges_a_loaded_task_as_admission_did_identification_include
         moved = calls[:ident] + calls[ident + 1:first_write + 1] + [calls[ident]] + calls[first_write + 1:]
         verdict = verify(verifiable, Trajectory(tuple(moved), said))
         assert not verdict.solved and verdict.failed_checks() == ["identification"]
+
+
+def test_an_imported_tau2_request_is_said_in_the_first_person_and_a_synthesised_one_is_left_as_written() -> None:
+    narrated = {"instructions": {"reason_for_call": "You received your order #W2378156 and wish to exchange the "
+                                                    "keyboard. If there is none, you'd rather keep yours.",
+                                 "known_info": "You are Yusuf Rossi in zip code 19122."}}
+    imported = TrainingTask("retail-tau2-0", "retail", 0, "", (), user_scenario=narrated)
+    assert ScriptedUser(imported).opening() == ("I received my order #W2378156 and wish to exchange the keyboard. "
+                                                "If there is none, I'd rather keep mine.")
+    spoken = {"instructions": {"reason_for_call": "Hi, could you check the status of my order #W1? You said it "
+                                                  "would ship today."}}
+    synthesised = TrainingTask("ecommerce-s0-1", "ecommerce", 0, "", (), user_scenario=spoken)
+    assert ScriptedUser(synthesised).opening() == spoken["instructions"]["reason_for_call"]
