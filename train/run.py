@@ -4,9 +4,11 @@
 
 The run id and output dir come from the snapshot, the profile and a hash of the config
 (``<output-root>/train-<profile>-<snapshot>-<hash>``): a rerun of the same command after a kill finds the same
-folder and resumes from its last checkpoint. The ``training_runs`` row is written when the run starts, at each
-checkpoint (with the steps logged so far) and at the end; ``flows/train_orchestrator.py`` wraps this job for
-Prefect.
+folder and resumes from its last checkpoint; a rerun of a finished run does no step and says so. It trains on the
+snapshot's ``train`` split only (train/splits.py) and records both splits' sizes. The ``training_runs`` row is
+written when the run starts, at each checkpoint (with the steps logged so far) and at the end; what went wrong
+when nothing learned is put in words (train/diagnose.py) on the curves, in the summary and in the log.
+``flows/train_orchestrator.py`` wraps this job for Prefect.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from train.diagnose import diagnose_steps
 from train.grpo import checkpoints, train
 from train.profiles import Profile, load_profile
-from train.diagnose import diagnose_steps
 from train.report import plot_reward_curves, run_markdown
 from train.trainset import BuiltSet, build_training_set
 from warehouse.errors import WarehouseError
@@ -84,6 +86,13 @@ def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
+def run_identity(profile: Profile, built: BuiltSet) -> tuple[str, dict[str, Any], str]:
+    """The run id that ``profile`` on ``built`` names, with its config and that config's hash."""
+    config = run_config(profile, built)
+    digest = config_hash(config)
+    return f"train-{profile.name}-{built.data.snapshot_id}-{digest}", config, digest
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
@@ -125,9 +134,7 @@ class _Recorder:
     def __init__(self, cfg: TrainRunConfig, profile: Profile, built: BuiltSet, output_dir: Path,
                  progress: Callable[[str], None]) -> None:
         self.cfg, self.profile, self.progress = cfg, profile, progress
-        config = run_config(profile, built)
-        digest = config_hash(config)
-        self.run_id = f"train-{profile.name}-{built.data.snapshot_id}-{digest}"
+        self.run_id, config, digest = run_identity(profile, built)
         self.output_dir = output_dir / self.run_id
         if self.output_dir.resolve().parent != output_dir.resolve():  # a run folder never leaves --output-root
             raise ValueError(f"run id {self.run_id!r} does not name a folder directly under {output_dir}")

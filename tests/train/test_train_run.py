@@ -17,7 +17,8 @@ from synthesis.preferences.build import PreferenceConfig, build_and_store
 from train.env import Environment
 from train.diagnose import diagnose_steps
 from train.report import plot_reward_curves, reward_figure, run_markdown
-from train.run import main, steps_from_log
+from train.profiles import load_profile
+from train.run import main, run_identity, steps_from_log
 from train.trainset import build_training_set, preference_from_pair
 from warehouse.pricing_store import read_pairs
 from warehouse.train_store import read_training_run, read_training_steps, store_training
@@ -178,3 +179,40 @@ def test_a_bad_snapshot_is_one_error_line(snapshot_warehouse: str, tmp_path: Pat
     assert main(["--warehouse", snapshot_warehouse, "--snapshot", "ts-nope", "--output-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: no snapshot 'ts-nope' in the warehouse"
+
+
+def test_a_finished_run_run_again_does_no_step_and_says_so(snapshot_warehouse: str, trained: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A real Trainer's two checkpoints stand in the folder of a ``cpu-smoke`` run (2 steps): killed after its last
+    checkpoint but before the final record, then run again twice."""
+    warehouse = tmp_path / "wh.duckdb"
+    shutil.copyfile(snapshot_warehouse, warehouse)
+    profile = load_profile("cpu-smoke")
+    built = build_training_set(warehouse, "latest", profile.data.domains, profile.data.max_tasks)
+    run_id, _, _ = run_identity(profile, built)
+    out = Path(shutil.copytree(trained, tmp_path / "train" / run_id))
+    state_file = out / "checkpoint-2" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    for entry in state["log_history"]:  # what the GRPO trainer logs per step
+        entry.update({"reward": float("nan"), "episode/rollouts": 2.0, "episode/ended/token_limit": 2.0,
+                      "filter/format_error": 2.0})
+    state_file.write_text(json.dumps(state))
+    args = ["--warehouse", str(warehouse), "--output-root", str(tmp_path / "train"), "--work-dir", str(tmp_path)]
+
+    assert main(args) == 0  # --work-dir holds no model: a step would have to convert one first
+    captured = capsys.readouterr()
+    assert f"run {run_id} already finished at step 2 of 2; nothing to do" in captured.err
+    assert "diagnosis: all 4 rollouts cut off at the token limit" in captured.err
+    report = json.loads(captured.out.strip().splitlines()[-1])
+    assert (report["status"], report["global_step"], report["steps_this_attempt"]) == ("finished", 2, 0)
+    assert report["final_checkpoint"] == str(out / "checkpoint-2") and not (out / "checkpoint-3").exists()
+    run = read_training_run(warehouse, run_id)
+    assert run is not None and run["resumes"] == 0 and run["finished_at"] is not None
+    assert [(s["step"], s["rollouts"]) for s in read_training_steps(warehouse, run_id)] == [(1, 2), (2, 2)]
+    assert "## Why nothing learned" in (out / "summary.md").read_text()
+
+    assert main(args) == 0  # and once more, now that the record says finished: it is left as it was
+    captured = capsys.readouterr()
+    assert "already finished at step 2 of 2; nothing to do" in captured.err
+    assert json.loads(captured.out.strip().splitlines()[-1])["steps_this_attempt"] == 0
+    assert read_training_run(warehouse, run_id) == run
