@@ -118,8 +118,8 @@ def _splits(run: dict[str, Any]) -> str:
     splits = json.loads(run.get("config_json") or "{}").get("splits") or {}
     if not splits:
         return "not recorded"
-    return (f"trained on `{splits.get('split')}` ({splits.get('train')} tasks), evaluation split `test` "
-            f"({splits.get('test')} tasks) left out; {splits.get('rule')} split")
+    return (f"`{splits.get('split')}` split trained on ({splits.get('train')} tasks; the instances come from it), "
+            f"`test` split held out for evaluation ({splits.get('test')} tasks); {splits.get('rule')} split")
 
 
 def run_markdown(run: dict[str, Any], steps: list[dict[str, Any]], diagnosis: list[str] | None = None) -> str:

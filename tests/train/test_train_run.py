@@ -209,7 +209,9 @@ def test_a_finished_run_run_again_does_no_step_and_says_so(snapshot_warehouse: s
     run = read_training_run(warehouse, run_id)
     assert run is not None and run["resumes"] == 0 and run["finished_at"] is not None
     assert [(s["step"], s["rollouts"]) for s in read_training_steps(warehouse, run_id)] == [(1, 2), (2, 2)]
-    assert "## Why nothing learned" in (out / "summary.md").read_text()
+    summary = (out / "summary.md").read_text()
+    assert "## Why nothing learned" in summary
+    assert f"`test` split held out for evaluation ({built.data.splits['test']} tasks)" in summary
 
     assert main(args) == 0  # and once more, now that the record says finished: it is left as it was
     captured = capsys.readouterr()
