@@ -106,7 +106,7 @@ class EpisodeResult:
         """What the reward (train/rewards.py) needs to know about this episode."""
         return RolloutStats(group_id, self.tools, {n: u.calls for n, u in self.usage.items() if u.calls},
                             self.solved, self.cost_usd, self.latency_s, self.format_errors,
-                            self.ended_by == "user_stop", preference or Preference.accuracy_first())
+                            self.ended_by == "user_stop", preference or Preference.accuracy_first(), self.ended_by)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "cost_usd": self.cost_usd, "latency_s": self.latency_s}

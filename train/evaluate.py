@@ -6,9 +6,9 @@ the Eq. 6 preference score against a baseline run (train/preference_score.py); d
 accuracy against cost); stores ``eval_runs`` and ``eval_episodes`` rows. No Prefect here: ``flows/evaluate.py``
 wraps this.
 
-The evaluation split: the snapshot's own when its ``tasks`` table carries a ``split`` column, else the tau2
-export's rule (warehouse/tau2_package/build.py ``task_splits``: ``test`` is the fifth of task ids with the
-lowest hashes), so the same task is in the same split in every snapshot.
+The evaluation split is the snapshot's ``test`` split (train/splits.py, the rule that keeps it out of training): its
+own when its ``tasks`` table carries a ``split`` column, else the tau2 export's rule (``test`` is the fifth of task
+ids with the lowest hashes), so the same task is in the same split in every snapshot.
 """
 
 from __future__ import annotations
@@ -27,15 +27,17 @@ from inference.endpoints import load_endpoints
 from inference.pricing import synthetic_schedules
 from train.agent_runs import MeasuredEpisode, run_measured
 from train.checkpoints import evaluation_problems
+from train.diagnose import diagnose_eval
 from train.env import EnvConfig, Environment
 from train.experts import ExpertPool, ExpertSpec
 from train.policies import LLMPolicy, Policy
 from train.preference_score import EpisodeFeatures, preference_score
+from train.report import draw_diagnosis, save_figure
 from train.rewards import Preference
-from train.tasks import TrainingTask, load_training_set
+from train.splits import TEST, snapshot_splits
+from train.tasks import TrainingSet, TrainingTask, load_training_set
 from warehouse.eval_store import EvalRows, eval_run_episodes, store_eval
 from warehouse.reader import connect_readonly
-from warehouse.tau2_package.build import task_splits
 
 
 @dataclass
@@ -88,26 +90,27 @@ class EvalReport:
     per_domain: dict[str, dict[str, float]]
     plots: dict[str, str]
     warehouse: str
+    diagnosis: list[str] = field(default_factory=list)  # what went wrong, in words (train/diagnose.py)
+    splits: dict[str, Any] = field(default_factory=dict)  # the split evaluated, its rule, train and test sizes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def evaluation_split(warehouse: str, snapshot_id: str, tasks: list[TrainingTask]) -> tuple[list[TrainingTask], str]:
-    """The split's tasks and where the split came from (``stored`` or ``derived``)."""
+    """The ``test`` tasks among ``tasks`` and where the split came from (``stored`` or ``derived``): the same rule
+    that keeps them out of training (train/splits.py)."""
     con = connect_readonly(warehouse)
     try:
-        columns = {r[0] for r in con.execute("DESCRIBE tasks").fetchall()}
-        stored = None
-        if "split" in columns:
-            stored = {r[0] for r in con.execute("SELECT task_id FROM tasks WHERE snapshot_id = ? AND split = 'test'",
-                                                [snapshot_id]).fetchall()}
+        rule = snapshot_splits(con, snapshot_id, [t.task_id for t in tasks])
     finally:
         con.close()
-    if stored:
-        return [t for t in tasks if t.task_id in stored], "stored"
-    test = set(task_splits([{"id": t.task_id} for t in tasks])["test"])
-    return [t for t in tasks if t.task_id in test], "derived"
+    return [t for t in tasks if rule.of(t.task_id) == TEST], rule.rule
+
+
+def evaluation_set(cfg: EvalConfig) -> TrainingSet:
+    """The tasks ``cfg`` evaluates: the snapshot's ``test`` split only (at most ``cfg.limit`` of them)."""
+    return load_training_set(cfg.warehouse, cfg.snapshot, cfg.domains, cfg.limit, split=TEST)
 
 
 def make_policy(cfg: EvalConfig, stack: ExitStack) -> tuple[Policy, str]:
@@ -130,11 +133,8 @@ def features(run: MeasuredEpisode) -> EpisodeFeatures:
 def evaluate_orchestrator(cfg: EvalConfig, progress: Any = print) -> EvalReport:
     cfg.validate()
     preference = Preference.from_dict(cfg.preference)
-    data = load_training_set(cfg.warehouse, cfg.snapshot, cfg.domains)
-    split, rule = evaluation_split(cfg.warehouse, data.snapshot_id, data.tasks)
-    split = split[: cfg.limit] if cfg.limit else split
-    if not split:
-        raise ValueError(f"snapshot {data.snapshot_id} has no tasks in its evaluation split")
+    data = evaluation_set(cfg)  # a snapshot whose test split is empty is one WarehouseError line
+    split, rule = data.tasks, str(data.splits["rule"])
     baseline = None
     if cfg.baseline_run:  # read first: a missing baseline fails before any episode runs
         _, stored = eval_run_episodes(cfg.warehouse, cfg.baseline_run)
@@ -161,6 +161,7 @@ def evaluate_orchestrator(cfg: EvalConfig, progress: Any = print) -> EvalReport:
     feats = [features(r) for r in runs]
     score = preference_score(feats, baseline if baseline is not None else feats, preference)
     report = summarise(cfg, run_id, source, data.snapshot_id, rule, runs, score)
+    report.diagnosis, report.splits = diagnose_eval([r.result for r in runs]), data.splits
     report.plots = draw_plots(report, Path(cfg.out_dir) / run_id, baseline_point(cfg))
     store_eval(cfg.warehouse, eval_rows(cfg, report, runs, feats, preference))
     return report
@@ -192,52 +193,78 @@ def baseline_point(cfg: EvalConfig) -> tuple[str, float, float] | None:
     return (f"baseline {run['model']}", run["mean_cost_usd"], run["accuracy"])
 
 
-def draw_plots(report: EvalReport, folder: Path, baseline: tuple[str, float, float] | None) -> dict[str, str]:
-    """Two PNGs: calls per tool (share of all calls), and accuracy against mean cost per episode."""
+def usage_figure(report: EvalReport) -> Any:
+    """Calls per tool as a share of all calls; with no call at all, says so in words instead of empty bars."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display on workers
     import matplotlib.pyplot as plt
 
-    folder.mkdir(parents=True, exist_ok=True)
-    usage = folder / "tool_usage.png"
-    names = list(report.calls_per_tool)
     total = sum(report.calls_per_tool.values())
-    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(names) + 2), 4))
-    shares = [report.calls_per_tool[n] / total if total else 0.0 for n in names]
-    ax.bar(range(len(names)), shares, color="#4c72b0")
-    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("share of all tool calls")
-    ax.set_ylim(0, 1)
-    ax.set_title(f"{report.model}: {total} tool calls on {report.episodes} tasks")
-    fig.tight_layout()
-    fig.savefig(usage, dpi=100)
-    plt.close(fig)
+    names = [n for n, c in report.calls_per_tool.items() if c]
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(names) + 2), 4 + 0.2 * len(report.diagnosis)))
+    if total:
+        ax.bar(range(len(names)), [report.calls_per_tool[n] / total for n in names], color="#4c72b0")
+        ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
+        ax.set_ylabel("share of all tool calls")
+        ax.set_ylim(0, 1)
+    else:
+        ax.set_axis_off()
+        ax.text(0.5, 0.6, f"no tool calls in {report.episodes} episodes", ha="center", va="center", fontsize=12)
+    ax.set_title(f"{report.model}: {total} tool calls on {report.episodes} tasks", fontsize=10)
+    fig.tight_layout(rect=(0, 0.04 * len(report.diagnosis), 1, 1))
+    draw_diagnosis(fig, report.diagnosis)
+    return fig
 
-    tradeoff = folder / "accuracy_cost.png"
-    fig, ax = plt.subplots(figsize=(6, 4))
+
+def tradeoff_figure(report: EvalReport, baseline: tuple[str, float, float] | None) -> Any:
+    """Accuracy against mean cost per episode (x: per domain), on a cost axis that starts at 0."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4 + 0.2 * len(report.diagnosis)))
     ax.scatter([report.mean_cost_usd], [report.accuracy], s=80, label=report.model, zorder=3)
+    costs = [report.mean_cost_usd]
     for domain, d in report.per_domain.items():
         ax.scatter([d["mean_cost_usd"]], [d["accuracy"]], s=25, marker="x", color="gray")
         ax.annotate(domain, (d["mean_cost_usd"], d["accuracy"]), fontsize=7)
+        costs.append(d["mean_cost_usd"])
     if baseline is not None:
         ax.scatter([baseline[1]], [baseline[2]], s=80, marker="s", label=baseline[0], zorder=3)
+        costs.append(baseline[1])
+    top = max(costs)
+    ax.set_xlim(0, top * 1.15 if top > 0 else 0.001)  # a cost is never negative; all-free runs get a small axis
     ax.set_xlabel("mean cost per task (USD, held-out pricing)")
     ax.set_ylabel("accuracy")
     ax.set_ylim(-0.05, 1.05)
     ax.legend(fontsize=8)
     ax.set_title("accuracy against cost (x: per domain)")
-    fig.tight_layout()
-    fig.savefig(tradeoff, dpi=100)
-    plt.close(fig)
-    return {"tool_usage": str(usage), "accuracy_cost": str(tradeoff)}
+    fig.tight_layout(rect=(0, 0.05 * len(report.diagnosis), 1, 1))
+    draw_diagnosis(fig, report.diagnosis)
+    return fig
+
+
+def draw_plots(report: EvalReport, folder: Path, baseline: tuple[str, float, float] | None) -> dict[str, str]:
+    """Two PNGs: calls per tool (share of all calls), and accuracy against mean cost per episode, each with the
+    report's diagnosis written beneath."""
+    import matplotlib.pyplot as plt
+
+    paths = {"tool_usage": folder / "tool_usage.png", "accuracy_cost": folder / "accuracy_cost.png"}
+    for key, fig in (("tool_usage", usage_figure(report)), ("accuracy_cost", tradeoff_figure(report, baseline))):
+        try:
+            save_figure(fig, paths[key])
+        finally:
+            plt.close(fig)
+    return {k: str(v) for k, v in paths.items()}
 
 
 def eval_rows(cfg: EvalConfig, report: EvalReport, runs: list[MeasuredEpisode], feats: list[EpisodeFeatures],
          preference: Preference) -> EvalRows:
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     tools = list(report.calls_per_tool)
-    config = {k: v for k, v in asdict(cfg).items() if k not in ("warehouse", "cache_dir")}
+    config = {k: v for k, v in asdict(cfg).items() if k not in ("warehouse", "cache_dir")} | {"splits": report.splits}
     run = {"run_id": report.run_id, "created_at": now, "model": report.model, "source": report.source,
            "snapshot_id": report.snapshot_id, "split": "test", "split_rule": report.split_rule,
            "episodes": report.episodes, "accuracy": report.accuracy, "mean_cost_usd": report.mean_cost_usd,
@@ -255,10 +282,16 @@ def eval_rows(cfg: EvalConfig, report: EvalReport, runs: list[MeasuredEpisode], 
     return EvalRows(run, episodes)
 
 
+def _split_sizes(report: EvalReport) -> str:
+    s = report.splits
+    return f"{s.get('test')} test tasks; the {s.get('train')} train tasks left out" if s else "sizes not recorded"
+
+
 def report_table(report: EvalReport) -> str:
     """The plain-text table the CLI prints (and the artifact's body)."""
     lines = [f"evaluation {report.run_id}: {report.model} ({report.source}) on {report.snapshot_id}, "
-             f"{report.split_rule} test split, held-out pricing {', '.join(report.schedules) or '-'}",
+             f"{report.split_rule} test split ({_split_sizes(report)}), "
+             f"held-out pricing {', '.join(report.schedules) or '-'}",
              f"{'metric':<28}{'value':>14}",
              f"{'episodes':<28}{report.episodes:>14}",
              f"{'accuracy':<28}{report.accuracy:>14.3f}",
@@ -276,6 +309,7 @@ def report_table(report: EvalReport) -> str:
     for domain, d in report.per_domain.items():
         lines.append(f"{domain:<20}{int(d['episodes']):>9}{d['accuracy']:>10.3f}{d['mean_cost_usd']:>12.6f}")
     lines += ["", f"plots: {report.plots.get('tool_usage')}  {report.plots.get('accuracy_cost')}"]
+    lines += [f"diagnosis: {line}" for line in report.diagnosis]
     return "\n".join(lines)
 
 

@@ -32,7 +32,7 @@ from train.env import Environment
 from train.episode import EpisodeLimits, run_episodes, start_episode
 from train.model import HFGenerator, VLLMGenerator, load_tokenizer, resolve_model
 from train.profiles import Profile, load_profile
-from train.rewards import toolscale_reward
+from train.rewards import reward_with_min_std
 from train.rollout_env import RolloutWorld, build_world
 from train.tasks import TrainingSet, TrainingTask, load_training_set
 
@@ -166,7 +166,7 @@ class BuiltTrainer:
 def build_trainer(profile: Profile, warehouse: str, output_dir: str, work_dir: str,
                   snapshot: str | None = None, processes: int | None = None, data: TrainingSet | None = None,
                   pricing_seed: int = 0, progress: Callable[[str], None] | None = None) -> BuiltTrainer:
-    """The trainer over ``data`` (default: the snapshot's tasks as they are, accuracy-first, unscaled prices), its
+    """The trainer over ``data`` (default: the snapshot's train-split tasks as they are, accuracy-first, unscaled prices), its
     rollouts played in the environment the profile describes (``pricing_seed``: the synthetic schedules' seed)."""
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -176,7 +176,7 @@ def build_trainer(profile: Profile, warehouse: str, output_dir: str, work_dir: s
     tokenizer = load_tokenizer(model_path)
     if data is None:
         data = load_training_set(warehouse, snapshot or profile.data.snapshot, profile.data.domains,
-                                 profile.data.max_tasks)
+                                 profile.data.max_tasks, split="train")
     world = build_world(profile, tokenizer, pricing_seed, progress)
     try:
         instances, dropped = build_instances(data, profile, tokenizer, world.env)
@@ -184,7 +184,7 @@ def build_trainer(profile: Profile, warehouse: str, output_dir: str, work_dir: s
             raise ValueError(f"no usable task in snapshot {data.snapshot_id} ({dict(dropped)})")
         dataset = Dataset.from_list([{"prompt": i.messages(), "task_id": i.task.task_id} for i in instances])
         timer = RolloutTimer()
-        trainer = GRPOTrainer(model=model_path, reward_funcs=[toolscale_reward],
+        trainer = GRPOTrainer(model=model_path, reward_funcs=[reward_with_min_std(profile.grpo.min_group_std)],
                               args=grpo_config(profile, output_dir, processes), train_dataset=dataset,
                               processing_class=tokenizer,
                               rollout_func=make_rollout_func(instances, profile, tokenizer, timer, world))

@@ -76,7 +76,7 @@ class GRPOSection:
     save_steps: int = 50
     save_total_limit: int | None = 3
     logging_steps: int = 1
-    min_group_std: float = 0.1
+    min_group_std: float = 0.1  # a group whose rewards have a lower std is dropped (train.rewards.reward_with_min_std)
     use_vllm: bool = False
     vllm_mode: str = "colocate"
     vllm_gpu_memory_utilization: float = 0.35

@@ -64,6 +64,7 @@ class RolloutStats:
     format_errors: int = 0
     has_final: bool = True
     preference: Preference = field(default_factory=Preference.accuracy_first)
+    ended_by: str | None = None  # how the episode ended (train/env.py ENDINGS); None: not known
 
     def features(self) -> list[float]:
         return ([float(self.tool_calls.get(n, 0)) for n in self.tool_names]
@@ -78,7 +79,8 @@ class RolloutStats:
         return cls(str(data["group_id"]), tuple(data["tool_names"]), {str(k): int(v) for k, v in data["tool_calls"].items()},
                    bool(data["solved"]), float(data["cost"]), float(data["latency"]), int(data.get("format_errors", 0)),
                    bool(data.get("has_final", True)),
-                   pref if isinstance(pref, Preference) else Preference.from_dict(pref))
+                   pref if isinstance(pref, Preference) else Preference.from_dict(pref),
+                   None if data.get("ended_by") is None else str(data["ended_by"]))
 
 
 @dataclass
@@ -144,11 +146,13 @@ def _gather_across_processes(local: list[dict[str, Any]]) -> tuple[list[dict[str
 
 
 def toolscale_reward(completions: list[Any], rollout: list[dict[str, Any]] | None = None,
-                     log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float | None]:
-    """TRL reward function: Eq. 2 over each group, ``None`` for filtered rollouts.
+                     log_metric: Callable[[str, float], None] | None = None, min_std: float = MIN_GROUP_STD,
+                     **kwargs: Any) -> list[float | None]:
+    """TRL reward function: Eq. 2 over each group, ``None`` for filtered rollouts (``min_std``: the low-std filter).
 
     ``rollout`` is the per-completion column that ``train.grpo``'s rollout function fills with
-    ``RolloutStats.to_dict()``.
+    ``RolloutStats.to_dict()``. Logged per step: the three filters' drops, and over every process's rollouts their
+    number (``episode/rollouts``) and how each ended (``episode/ended/<ending>``).
 
     >>> r = lambda g, ok, cost: {"group_id": g, "tool_names": ["t"], "tool_calls": {"t": 1}, "solved": ok,
     ...                          "cost": cost, "latency": 0.0, "preference": {"outcome": 1.0, "cost": 1.0}}
@@ -158,8 +162,12 @@ def toolscale_reward(completions: list[Any], rollout: list[dict[str, Any]] | Non
     if rollout is None:
         raise ValueError("toolscale_reward needs the 'rollout' column that train.grpo's rollout function provides")
     everything, start = _gather_across_processes(list(rollout))
-    scored = score_rollouts([RolloutStats.from_dict(r) for r in everything])
+    every = [RolloutStats.from_dict(r) for r in everything]
+    scored = score_rollouts(every, min_std)
     if log_metric is not None:
+        log_metric("episode/rollouts", float(len(every)))
+        for ending, n in sorted(Counter(r.ended_by or "unknown" for r in every).items()):
+            log_metric(f"episode/ended/{ending}", float(n))
         stats = [RolloutStats.from_dict(r) for r in rollout]
         log_metric("episode/solved_rate", sum(r.solved for r in stats) / max(1, len(stats)))
         log_metric("episode/cost", sum(r.cost for r in stats) / max(1, len(stats)))
@@ -168,3 +176,13 @@ def toolscale_reward(completions: list[Any], rollout: list[dict[str, Any]] | Non
             log_metric(f"filter/{reason}", float(scored.drops[reason]))
         log_metric("filter/groups_dropped", float(scored.groups_dropped))
     return scored.rewards[start:start + len(completions)]
+
+
+def reward_with_min_std(min_std: float) -> Callable[..., list[float | None]]:
+    """``toolscale_reward`` with the profile's ``grpo.min_group_std`` (TRL names the reward after ``__name__``)."""
+
+    def reward(completions: list[Any], **kwargs: Any) -> list[float | None]:
+        return toolscale_reward(completions, **{**kwargs, "min_std": min_std})
+
+    reward.__name__ = toolscale_reward.__name__
+    return reward

@@ -4,9 +4,11 @@
 
 The run id and output dir come from the snapshot, the profile and a hash of the config
 (``<output-root>/train-<profile>-<snapshot>-<hash>``): a rerun of the same command after a kill finds the same
-folder and resumes from its last checkpoint. The ``training_runs`` row is written when the run starts, at each
-checkpoint (with the steps logged so far) and at the end; ``flows/train_orchestrator.py`` wraps this job for
-Prefect.
+folder and resumes from its last checkpoint; a rerun of a finished run does no step and says so. It trains on the
+snapshot's ``train`` split only (train/splits.py) and records both splits' sizes. The ``training_runs`` row is
+written when the run starts, at each checkpoint (with the steps logged so far) and at the end; what went wrong
+when nothing learned is put in words (train/diagnose.py) on the curves, in the summary and in the log.
+``flows/train_orchestrator.py`` wraps this job for Prefect.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from train.diagnose import diagnose_steps
 from train.grpo import checkpoints, train
 from train.profiles import Profile, load_profile
 from train.report import plot_reward_curves, run_markdown
@@ -34,6 +37,7 @@ from warehouse.train_store import read_training_run, read_training_steps, store_
 
 ROOT = Path(__file__).resolve().parent.parent
 CURVES_PNG = "reward_curves.png"
+ENDED = "episode/ended/"  # the reward's per-step count of rollouts by ending (train/rewards.py)
 
 
 def default_warehouse() -> str:
@@ -75,11 +79,18 @@ def run_config(profile: Profile, built: BuiltSet) -> dict[str, Any]:
     """Everything that decides what the run trains on: its hash names the run."""
     return {"snapshot_id": built.data.snapshot_id, "profile": dataclasses.asdict(profile),
             "pricing_seed": built.pricing_seed, "preference_run_id": built.preference_run_id,
-            "draws": [d.to_dict() for d in built.draws]}
+            "splits": built.data.splits, "draws": [d.to_dict() for d in built.draws]}
 
 
 def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def run_identity(profile: Profile, built: BuiltSet) -> tuple[str, dict[str, Any], str]:
+    """The run id that ``profile`` on ``built`` names, with its config and that config's hash."""
+    config = run_config(profile, built)
+    digest = config_hash(config)
+    return f"train-{profile.name}-{built.data.snapshot_id}-{digest}", config, digest
 
 
 def _now() -> datetime:
@@ -109,6 +120,9 @@ def steps_from_log(log_history: list[dict[str, Any]], run_id: str, completions_p
             "drop_no_final_output": int(entry.get("filter/no_final_output", 0)),
             "drop_low_std_group": int(entry.get("filter/low_std_group", 0)),
             "groups_dropped": int(entry.get("filter/groups_dropped", 0)),
+            "rollouts": None if entry.get("episode/rollouts") is None else round(entry["episode/rollouts"]),
+            "endings_json": json.dumps({k.removeprefix(ENDED): round(v) for k, v in sorted(entry.items())
+                                        if k.startswith(ENDED)}),
             "loss": _num(entry.get("loss")), "learning_rate": _num(entry.get("learning_rate")),
             "seconds": seconds.get(step), "recorded_at": _now()})
     return rows
@@ -120,9 +134,7 @@ class _Recorder:
     def __init__(self, cfg: TrainRunConfig, profile: Profile, built: BuiltSet, output_dir: Path,
                  progress: Callable[[str], None]) -> None:
         self.cfg, self.profile, self.progress = cfg, profile, progress
-        config = run_config(profile, built)
-        digest = config_hash(config)
-        self.run_id = f"train-{profile.name}-{built.data.snapshot_id}-{digest}"
+        self.run_id, config, digest = run_identity(profile, built)
         self.output_dir = output_dir / self.run_id
         if self.output_dir.resolve().parent != output_dir.resolve():  # a run folder never leaves --output-root
             raise ValueError(f"run id {self.run_id!r} does not name a folder directly under {output_dir}")
@@ -180,7 +192,11 @@ def run_training(cfg: TrainRunConfig, progress: Callable[[str], None] = print) -
     built = build_training_set(cfg.warehouse, cfg.snapshot if cfg.snapshot != "latest" else profile.data.snapshot,
                                profile.data.domains, profile.data.max_tasks, cfg.pricing_seed, cfg.preference_run)
     recorder = _Recorder(cfg, profile, built, Path(cfg.output_root), progress)
-    progress(f"run {recorder.run_id}: {len(built.data.tasks)} tasks of snapshot {built.data.snapshot_id}"
+    if recorder.run["global_step"] >= profile.grpo.max_steps:
+        return _already_finished(recorder, progress)
+    splits = built.data.splits
+    progress(f"run {recorder.run_id}: {len(built.data.tasks)} train-split tasks of snapshot {built.data.snapshot_id}"
+             f" (the {splits['test']} test-split tasks are left out for evaluation)"
              + (f", resuming from {recorder.run['resumed_from']}" if recorder.run["resumed_from"] else ""))
     recorder.write([])
     try:
@@ -191,18 +207,49 @@ def run_training(cfg: TrainRunConfig, progress: Callable[[str], None] = print) -
         recorder.write([], status="failed", error=f"{type(exc).__name__}: {first}")
         raise
     final = result.checkpoints[-1] if result.checkpoints else None
-    steps = steps_from_log(result.log_history, recorder.run_id, recorder.completions, recorder.seconds)
-    png = recorder.output_dir / CURVES_PNG
-    plot_reward_curves(steps, png, f"{recorder.run_id} ({profile.name})")
-    recorder.write(result.log_history, status="finished", finished_at=_now(), global_step=result.global_step,
-                   final_checkpoint=final, reward_curve_png=str(png), dropped_json=json.dumps(result.dropped),
-                   instances=len(built.data.tasks) - sum(result.dropped.values()))
-    stored = read_training_steps(cfg.warehouse, recorder.run_id)
-    run = read_training_run(cfg.warehouse, recorder.run_id) or recorder.run
-    markdown = run_markdown(run, stored)
-    (recorder.output_dir / "summary.md").write_text(markdown)
-    progress(f"run {recorder.run_id} finished at step {result.global_step}; curves in {png}")
+    run, stored, markdown = _finish(recorder, result.log_history, result.global_step, final, result.dropped,
+                                    len(built.data.tasks))
     return TrainRunResult(run, stored, len(result.step_seconds), markdown)
+
+
+def _finish(recorder: _Recorder, log_history: list[dict[str, Any]], global_step: int, final: str | None,
+            dropped: dict[str, int], tasks: int) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """The end of a run: curves with what went wrong in words, the final record, ``summary.md`` and the log."""
+    steps = steps_from_log(log_history, recorder.run_id, recorder.completions, recorder.seconds)
+    diagnosis = diagnose_steps(steps, recorder.profile.grpo.min_group_std)
+    png = recorder.output_dir / CURVES_PNG
+    plot_reward_curves(steps, png, f"{recorder.run_id} ({recorder.profile.name})", diagnosis)
+    recorder.write(log_history, status="finished", finished_at=_now(), global_step=global_step,
+                   final_checkpoint=final, reward_curve_png=str(png), dropped_json=json.dumps(dropped),
+                   instances=tasks - sum(dropped.values()))
+    stored = read_training_steps(recorder.cfg.warehouse, recorder.run_id)
+    run = read_training_run(recorder.cfg.warehouse, recorder.run_id) or recorder.run
+    markdown = run_markdown(run, stored, diagnosis)
+    (recorder.output_dir / "summary.md").write_text(markdown)
+    recorder.progress(f"run {recorder.run_id} finished at step {global_step}; curves in {png}")
+    for line in diagnosis:
+        recorder.progress(f"diagnosis: {line}")
+    return run, stored, markdown
+
+
+def _already_finished(recorder: _Recorder, progress: Callable[[str], None]) -> TrainRunResult:
+    """A rerun of a run whose newest checkpoint is its last step trains nothing; if a kill came between that
+    checkpoint and the final record, the record is finished from the checkpoint's own log."""
+    step, last = recorder.run["global_step"], checkpoints(recorder.output_dir)[-1]
+    progress(f"run {recorder.run_id} already finished at step {step} of {recorder.profile.grpo.max_steps}; "
+             "nothing to do")
+    previous = read_training_run(recorder.cfg.warehouse, recorder.run_id)
+    if previous is not None and previous["status"] == "finished":
+        stored = read_training_steps(recorder.cfg.warehouse, recorder.run_id)
+        diagnosis = diagnose_steps(stored, recorder.profile.grpo.min_group_std)
+        return TrainRunResult(previous, stored, 0, run_markdown(previous, stored, diagnosis))
+    # no training in this attempt: the resume count and origin stay those of the attempts that trained
+    recorder.run.update(resumes=previous["resumes"] if previous else 0,
+                        resumed_from=previous["resumed_from"] if previous else None)
+    state = json.loads((Path(last) / "trainer_state.json").read_text())
+    dropped = json.loads(previous["dropped_json"]) if previous else {}
+    run, stored, markdown = _finish(recorder, state["log_history"], step, last, dropped, recorder.run["instances"])
+    return TrainRunResult(run, stored, 0, markdown)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 from domains.engine import ToolCall
 from domains.registry import get_spec
 from synthesis.persona import scenario_role
+from train.splits import check_split, snapshot_splits
 from verifiers.types import VerifiableTask
 from warehouse.reader import WarehouseError, connect_readonly, resolve_snapshot, task_contracts
 
@@ -68,6 +69,8 @@ class TrainingSet:
     tasks: list[TrainingTask]
     tools: dict[str, list[CatalogTool]] = field(default_factory=dict)  # per domain
     policies: dict[str, str] = field(default_factory=dict)
+    # which split the tasks are (None: all), the rule, and each split's size in the snapshot's chosen domains
+    splits: dict[str, Any] = field(default_factory=dict)
 
 
 # Placeholder flat schedule for domain tools until per-instance pricing schedules exist (issue 10): a write is
@@ -76,8 +79,12 @@ DEFAULT_PRICE = {"read": (0.0005, 0.2), "write": (0.001, 0.4)}
 
 
 def load_training_set(warehouse: str | Path, snapshot: str = "latest", domains: list[str] | None = None,
-                      limit: int | None = None) -> TrainingSet:
-    """Tasks (ordered by task id), tool catalogs and policies of one published snapshot."""
+                      limit: int | None = None, split: str | None = None) -> TrainingSet:
+    """Tasks (ordered by task id), tool catalogs and policies of one published snapshot.
+
+    ``split``: ``train`` or ``test`` keeps that split's tasks only (train/splits.py), before ``limit``; None: all."""
+    if split is not None:
+        check_split(split)
     con = connect_readonly(warehouse)
     try:
         snapshot_id = resolve_snapshot(con, snapshot)
@@ -89,8 +96,10 @@ def load_training_set(warehouse: str | Path, snapshot: str = "latest", domains: 
             where += f" AND domain IN ({', '.join('?' for _ in domains)})"
             params += list(domains)
         rows = con.execute(f"SELECT task_id, domain, seed, instruction, communicate_info_json, tau2_json FROM tasks "
-                           f"WHERE {where} ORDER BY task_id" + (" LIMIT ?" if limit else ""),
-                           params + ([limit] if limit else [])).fetchall()
+                           f"WHERE {where} ORDER BY task_id", params).fetchall()
+        rule = snapshot_splits(con, snapshot_id, [r[0] for r in rows])
+        splits = {"split": split, "rule": rule.rule, **rule.sizes([r[0] for r in rows])}
+        rows = [r for r in rows if split is None or rule.of(r[0]) == split][:limit or None]
         gold: dict[str, list[ToolCall]] = {}
         for task_id, name, args in con.execute(
                 "SELECT task_id, name, arguments_json FROM gold_calls WHERE snapshot_id = ? ORDER BY task_id, position",
@@ -111,5 +120,6 @@ def load_training_set(warehouse: str | Path, snapshot: str = "latest", domains: 
     finally:
         con.close()
     if not tasks:
-        raise WarehouseError(f"snapshot {snapshot_id} has no tasks" + (f" in {', '.join(domains)}" if domains else ""))
-    return TrainingSet(snapshot_id, tasks, tools, {d: get_spec(d).policy for d in used})
+        raise WarehouseError(f"snapshot {snapshot_id} has no tasks" + (f" in {', '.join(domains)}" if domains else "")
+                             + (f" in its {split} split" if split else ""))
+    return TrainingSet(snapshot_id, tasks, tools, {d: get_spec(d).policy for d in used}, splits)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from inference.pricing import PricingSchedule, nominal_schedule, synthetic_schedules
+from train.splits import TRAIN
 from train.tasks import TrainingSet, load_training_set
 from warehouse.pricing_store import read_pairs
 from warehouse.reader import WarehouseError, connect_readonly
@@ -82,10 +83,10 @@ def _latest_preference_run(warehouse: str | Path) -> str | None:
 
 def build_training_set(warehouse: str | Path, snapshot: str, domains: list[str] | None, max_tasks: int | None,
                        pricing_seed: int = 0, preference_run: str | None = None) -> BuiltSet:
-    """Tasks of ``snapshot`` with per-instance preferences and training-schedule prices drawn with ``pricing_seed``.
+    """The ``train`` split's tasks of ``snapshot`` with per-instance preferences and training-schedule prices drawn with ``pricing_seed``.
 
     ``preference_run``: a run id, ``none`` for accuracy-first everywhere, or None for the latest run if any."""
-    data = load_training_set(warehouse, snapshot, domains, max_tasks)
+    data = load_training_set(warehouse, snapshot, domains, max_tasks, split=TRAIN)  # never the test split
     run_id = None if preference_run == "none" else (preference_run or _latest_preference_run(warehouse))
     pairs = read_pairs(warehouse, run_id, split="train") if run_id else []
     if run_id and not pairs:

@@ -83,6 +83,7 @@ def ensure_schema(path: Path) -> None:
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS source VARCHAR DEFAULT 'synthesised'")
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS verification_json VARCHAR")
         audit_models.add_missing_columns(con)
+        train_models.add_missing_columns(con)
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS argument_sources_json VARCHAR")
         for name, sql in VIEWS.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")

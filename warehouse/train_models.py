@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import duckdb
+
 from sqlalchemy import Double
 from sqlmodel import Field, SQLModel
 
@@ -56,3 +58,16 @@ class TrainingStepRow(SQLModel, table=True):
     learning_rate: float | None = Field(default=None, sa_type=Double)
     seconds: float | None = Field(default=None, sa_type=Double)  # NULL: the step ran in an attempt that was killed
     recorded_at: datetime
+    # last, where ADD COLUMN puts them in an older warehouse: both orders agree
+    rollouts: int | None = None  # rollouts scored in the step, over every process; NULL: recorded before it was
+    endings_json: str | None = None  # how those rollouts ended: {"token_limit": 2, ...} (train/env.py ENDINGS)
+
+
+# columns added after warehouses were created (``create_all`` adds tables, never columns): name -> DuckDB type
+ADDED_STEP_COLUMNS = {"rollouts": "INTEGER", "endings_json": "VARCHAR"}
+
+
+def add_missing_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """Bring an older warehouse's ``training_steps`` up to the model (its earlier rows read NULL there)."""
+    for name, sql_type in ADDED_STEP_COLUMNS.items():
+        con.execute(f"ALTER TABLE training_steps ADD COLUMN IF NOT EXISTS {name} {sql_type}")

@@ -26,6 +26,16 @@ def smollm2_path() -> str:
 
 
 @pytest.fixture(scope="session")
+def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_path: str) -> Path:
+    """A real two-step Trainer run (tests/train/tiny_trainer.py) with a checkpoint after each step (about 2 s)."""
+    from tests.train.tiny_trainer import tiny_trainer
+
+    out = tmp_path_factory.mktemp("tiny-run") / "run"
+    tiny_trainer(out, smollm2_path, max_steps=2).train()
+    return out
+
+
+@pytest.fixture(scope="session")
 def tokenizer(smollm2_path: str) -> Any:
     from train.model import load_tokenizer
 

@@ -13,20 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.train.conftest import REPO
-from tests.train.tiny_trainer import tiny_trainer
 from train.checkpoint_policy import CheckpointPolicy
 from train.checkpoints import (checkpoint_problems, complete_checkpoints, evaluation_problems, resume_point,
                                safetensors_problem, torch_file_problem)
 from train.evaluate import EvalConfig
 from train.grpo import checkpoints
-
-
-@pytest.fixture(scope="session")
-def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_path: str) -> Path:
-    """A real two-step run with a checkpoint after each step (about 2 s)."""
-    out = tmp_path_factory.mktemp("tiny-run") / "run"
-    tiny_trainer(out, smollm2_path, max_steps=2).train()
-    return out
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 
 from tests.train.conftest import MODEL_CACHE
 from train.grpo import main
+from train.tasks import load_training_set
 
 
 def test_h100_dry_run_builds_the_datasets_and_trainer(snapshot_warehouse: str, smollm2_path: str,
@@ -19,6 +20,10 @@ def test_h100_dry_run_builds_the_datasets_and_trainer(snapshot_warehouse: str, s
     assert code == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["profile"] == "h100" and report["instances"] >= 20
+    # the snapshot's train split only: its test split is held out for evaluation
+    train_split = load_training_set(snapshot_warehouse, split="train").tasks
+    assert report["instances"] + sum(report["dropped"].values()) == len(train_split)
+    assert len(train_split) < len(load_training_set(snapshot_warehouse).tasks)
     assert (report["per_device_batch"], report["num_generations"], report["processes"]) == (8, 8, 16)
     # the paper's environment: search and code always; experts and the LLM user when their endpoints are usable
     assert report["local_search"] and report["code_interpreter"]

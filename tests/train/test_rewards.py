@@ -8,7 +8,7 @@ import pytest
 
 import train.rewards as rewards_module
 from train.rewards import (DROP_FORMAT, DROP_LOW_STD, DROP_NO_FINAL, Preference, RolloutStats, normalise,
-                           score_rollouts, toolscale_reward)
+                           reward_with_min_std, score_rollouts, toolscale_reward)
 
 TOOLS = ("get_a", "get_b")
 P = Preference(tools={"get_a": 0.1, "get_b": 0.5}, outcome=1.0, cost=0.6, latency=0.3)
@@ -82,6 +82,22 @@ def test_trl_reward_function_takes_the_rollout_column_and_logs_filters() -> None
     assert logged["filter/format_error"] == 1.0 and logged["filter/low_std_group"] == 0.0
     with pytest.raises(ValueError, match="rollout"):
         toolscale_reward(["x"])
+
+
+def test_the_reward_logs_how_rollouts_ended_and_takes_the_profiles_min_std() -> None:
+    logged: dict[str, float] = {}
+    # two valid rollouts: only get_a differs (P weighs it 0.1), rewards 0.1 and 0, a std of 0.05: kept at a minimum
+    # of 0.01, dropped at the default 0.1
+    column = [_r(1, 0, True, 0.1, 1.0, ended_by="user_stop").to_dict(),
+              _r(0, 0, True, 0.1, 1.0, ended_by="user_stop").to_dict(),
+              _r(0, 0, False, 0.1, 1.0, has_final=False, ended_by="token_limit").to_dict()]
+    assert toolscale_reward(["x"] * 3, rollout=column)[:2] == [None, None]
+    lenient = reward_with_min_std(0.01)
+    assert lenient.__name__ == "toolscale_reward"  # TRL logs the reward under this name
+    out = lenient(["x"] * 3, rollout=column, log_metric=lambda k, v: logged.__setitem__(k, v))
+    assert out[0] == pytest.approx(0.1) and out[1] == 0.0 and out[2] is None
+    assert logged["episode/rollouts"] == 3.0
+    assert logged["episode/ended/user_stop"] == 2.0 and logged["episode/ended/token_limit"] == 1.0
 
 
 def test_doctest() -> None:

@@ -24,6 +24,7 @@ from tests.train.conftest import MODEL_CACHE, REPO
 from train.env import EnvConfig, Environment
 from train.episode import EpisodeLimits, run_episodes, start_episode
 from train.model import HFGenerator, load_checkpoint
+from train.run import main as train_main
 from train.tasks import load_training_set
 from train.user_sim import ScriptedUser
 from warehouse.train_store import read_training_run, read_training_steps
@@ -76,8 +77,8 @@ def _check_recorded(warehouse: str, run: dict[str, Any]) -> list[dict[str, Any]]
 
 
 @pytest.mark.slow
-def test_kill_9_after_the_first_checkpoint_then_a_rerun_resumes_from_it(snapshot_warehouse: str,
-                                                                        smollm2_path: str, tmp_path: Path) -> None:
+def test_kill_9_after_the_first_checkpoint_then_a_rerun_resumes_from_it(
+        snapshot_warehouse: str, smollm2_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     warehouse = str(tmp_path / "wh.duckdb")
     shutil.copyfile(snapshot_warehouse, warehouse)  # this run's records stay out of the shared snapshot
     args = [sys.executable, "-m", "train.run", "--warehouse", warehouse, "--output-root", str(tmp_path / "train"),
@@ -114,6 +115,12 @@ def test_kill_9_after_the_first_checkpoint_then_a_rerun_resumes_from_it(snapshot
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
     assert state["global_step"] == 2
     _plays_an_episode(run["final_checkpoint"], warehouse)
+
+    assert train_main(args[3:]) == 0  # the finished run once more (in this process: no second start-up)
+    captured = capsys.readouterr()
+    assert f"run {run['run_id']} already finished at step 2 of 2; nothing to do" in captured.err
+    assert json.loads(captured.out.strip().splitlines()[-1])["steps_this_attempt"] == 0
+    assert not (out / "checkpoint-3").exists() and read_training_run(warehouse, run["run_id"]) == run
 
 
 @pytest.mark.slow
