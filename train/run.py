@@ -27,6 +27,7 @@ from typing import Any
 
 from train.grpo import checkpoints, train
 from train.profiles import Profile, load_profile
+from train.ranks import is_main
 from train.report import plot_reward_curves, run_markdown
 from train.trainset import BuiltSet, build_training_set
 from warehouse.errors import WarehouseError
@@ -146,7 +147,7 @@ class _Recorder:
     def write(self, log_history: list[dict[str, Any]], **changes: Any) -> list[dict[str, Any]]:
         self.run.update(changes, updated_at=_now(), checkpoints_json=json.dumps(checkpoints(self.output_dir)))
         steps = steps_from_log(log_history, self.run_id, self.completions, self.seconds)
-        if int(os.environ.get("RANK", "0")) == 0:  # under accelerate only the main process writes: one writer
+        if is_main():  # under accelerate only the main process writes: one writer
             store_training(self.cfg.warehouse, self.run, steps)
         return steps
 
@@ -193,14 +194,16 @@ def run_training(cfg: TrainRunConfig, progress: Callable[[str], None] = print) -
     final = result.checkpoints[-1] if result.checkpoints else None
     steps = steps_from_log(result.log_history, recorder.run_id, recorder.completions, recorder.seconds)
     png = recorder.output_dir / CURVES_PNG
-    plot_reward_curves(steps, png, f"{recorder.run_id} ({profile.name})")
+    if is_main():
+        plot_reward_curves(steps, png, f"{recorder.run_id} ({profile.name})")
     recorder.write(result.log_history, status="finished", finished_at=_now(), global_step=result.global_step,
                    final_checkpoint=final, reward_curve_png=str(png), dropped_json=json.dumps(result.dropped),
                    instances=len(built.data.tasks) - sum(result.dropped.values()))
     stored = read_training_steps(cfg.warehouse, recorder.run_id)
     run = read_training_run(cfg.warehouse, recorder.run_id) or recorder.run
     markdown = run_markdown(run, stored)
-    (recorder.output_dir / "summary.md").write_text(markdown)
+    if is_main():
+        (recorder.output_dir / "summary.md").write_text(markdown)
     progress(f"run {recorder.run_id} finished at step {result.global_step}; curves in {png}")
     return TrainRunResult(run, stored, len(result.step_seconds), markdown)
 
