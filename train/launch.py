@@ -34,6 +34,7 @@ from warehouse.train_store import read_training_run, read_training_steps
 ROOT = Path(__file__).resolve().parent.parent
 ERROR_LINE = re.compile(r"^(error: |[A-Za-z_.]*(Error|Exception|Interrupt)\b(: |$))")
 ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")  # torch's elastic agent prefixes a rank's error output
 
 
 class LaunchError(RuntimeError):
@@ -108,7 +109,8 @@ def launch_env(profile: Profile, site: Site | None = None) -> dict[str, str]:
 
 def error_line(lines: list[str]) -> str | None:
     """The last line of a rank's output that says what went wrong."""
-    return next((line.strip() for line in reversed(lines) if ERROR_LINE.match(line.strip())), None)
+    bare = (RANK_PREFIX.sub("", line).strip() for line in reversed(lines))
+    return next((line for line in bare if ERROR_LINE.match(line)), None)
 
 
 def failure_line(output: list[str], log_dir: str | Path, world: int, returncode: int) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -64,6 +65,18 @@ def shared_resume_point(output_dir: str, progress: Callable[[str], None] | None,
     return start
 
 
+def _cpu_rank_storage(storage: Any, location: str) -> Any:
+    return storage if re.fullmatch(r"cpu:\d+", location) else None
+
+
+def accept_cpu_rank_locations() -> None:
+    """Let ``torch.load`` map onto ``cpu:N``: on resume the Trainer loads the optimizer with ``map_location`` set to
+    the rank's device, which for CPU rank N is ``cpu:N``, a location torch does not know by itself."""
+    import torch.serialization
+
+    torch.serialization.register_package(100, lambda obj: None, _cpu_rank_storage)
+
+
 def _send_output_to(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -80,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("job", nargs=argparse.REMAINDER, help="-- then the arguments of python -m train.run")
     args = parser.parse_args(argv)
     die_with_parent()
+    accept_cpu_rank_locations()
     if not is_main():
         _send_output_to(rank_log(args.log_dir, rank()))
     from train.run import main as run_main

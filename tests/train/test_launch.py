@@ -157,8 +157,103 @@ def test_a_failed_or_refused_slurm_job_fails_with_its_error_line(slurm_standins:
 
 
 def test_the_failing_rank_is_the_one_torchrun_names(tmp_path: Path) -> None:
-    (tmp_path / "rank-1.log").write_text("loading\nTraceback (most recent call last):\nRuntimeError: out of memory\n")
+    (tmp_path / "rank-1.log").write_text("loading\n[rank1]: Traceback (most recent call last):\n"
+                                         "[rank1]: RuntimeError: out of memory\n[rank1]:   see above\n")
     output = ["step 1", "Root Cause (first observed failure):", "[1]:", "  time      : now", "  rank      : 1 (local_rank: 1)"]
     assert failure_line(output, tmp_path, 2, 1) == "rank 1 failed: RuntimeError: out of memory"
     assert failure_line(["error: bad snapshot"], tmp_path, 1, 2) == "rank 0 failed: error: bad snapshot"
     assert failure_line(["just this"], tmp_path / "none", 2, 9) == "the launch exited with status 9: just this"
+
+
+def test_a_cpu_rank_loads_state_saved_for_its_own_device() -> None:
+    """The Trainer resumes rank N's optimizer with ``map_location='cpu:N'``; the ranks must accept that."""
+    import io
+
+    import torch
+
+    from train.ranks import accept_cpu_rank_locations
+
+    saved = io.BytesIO()
+    torch.save({"exp_avg": torch.ones(3)}, saved)
+    accept_cpu_rank_locations()
+    saved.seek(0)
+    assert torch.load(saved, map_location="cpu:1", weights_only=True)["exp_avg"].tolist() == [1.0, 1.0, 1.0]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _processes_marked(mark: str) -> list[int]:
+    """Pids of live processes whose environment carries ``mark`` (every rank inherits the launcher's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        if f"LAUNCH_TEST_MARK={mark}".encode() in environ.split(b"\0") and "State:\tZ" not in status:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_train_are_killed_with_the_launcher_and_resume_at_the_same_step(
+        snapshot_warehouse: str, smollm2_path: str, tmp_path: Path) -> None:
+    """2 CPU processes run GRPO; a kill -9 of the launcher after step 1 leaves no rank running; the rerun, through
+    the entry point the flow calls, resumes every rank at checkpoint-1, does step 2, and the run is recorded once."""
+    warehouse = str(tmp_path / "wh.duckdb")
+    shutil.copyfile(snapshot_warehouse, warehouse)
+    data = yaml.safe_load((PROFILES_DIR / "cpu-smoke-2proc.yaml").read_text())
+    data["launch"]["main_process_port"] = _free_port()
+    data["episode"].update(max_turns=1, max_completion_tokens=8, max_turn_tokens=8)  # the cheapest rollouts
+    profile = tmp_path / "two.yaml"
+    profile.write_text(yaml.safe_dump(data))
+    out, mark = tmp_path / "runs", uuid.uuid4().hex
+    job = ["--profile", str(profile), "--warehouse", warehouse, "--output-root", str(out),
+           "--work-dir", str(MODEL_CACHE)]
+    launcher = subprocess.Popen([sys.executable, "-m", "train.launch", *job], cwd=REPO, text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env=dict(os.environ, LAUNCH_TEST_MARK=mark))
+    seen: list[str] = []
+
+    def read() -> None:
+        assert launcher.stderr is not None
+        for line in launcher.stderr:
+            seen.append(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + 900
+    while not any(line.startswith("step 1: checkpoint saved") for line in seen):
+        assert launcher.poll() is None and time.monotonic() < deadline, "\n".join(seen[-30:])
+        time.sleep(0.2)
+    assert len(_processes_marked(mark)) >= 3  # the launcher, accelerate, and the ranks
+    launcher.kill()  # kill -9 of what the flow run is
+    launcher.wait()
+    for _ in range(100):
+        if not (left := _processes_marked(mark)):
+            break
+        time.sleep(0.1)
+    assert not left, f"processes outlived the killed launcher: {left}"
+
+    lines: list[str] = []
+    cfg = TrainRunConfig(str(profile), warehouse, "latest", str(out), str(MODEL_CACHE))
+    result = launch_training(cfg, progress=lines.append)
+    run = result.run
+    assert run["status"] == "finished" and run["global_step"] == 2 and result.steps_this_attempt == 1, lines[-20:]
+    assert run["resumed_from"].endswith("checkpoint-1") and run["resumes"] == 1
+    assert any("resuming from" in line and "checkpoint-1" in line for line in lines)  # rank 0's lines, streamed
+    import duckdb
+
+    con = duckdb.connect(warehouse, read_only=True)
+    runs = con.execute("SELECT run_id FROM training_runs WHERE starts_with(output_dir, ?)", [str(out)]).fetchall()
+    con.close()
+    assert runs == [(run["run_id"],)]  # recorded once, by rank 0
+    assert [s["step"] for s in read_training_steps(warehouse, run["run_id"])] == [1, 2]
+    rank1 = [p for p in (out / "launch").glob("*/rank-1.log")]
+    assert len(rank1) == 2 and all("resuming from" in p.read_text() or "step 1" in p.read_text() for p in rank1)
