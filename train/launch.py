@@ -125,7 +125,7 @@ def failure_line(output: list[str], log_dir: str | Path, world: int, returncode:
     order = ([cause] if cause is not None and cause in logs else []) + sorted(logs)
     for n in order:
         if (line := error_line(logs[n])) is not None:
-            return f"rank {n} failed: {line}"
+            return f"rank {n} failed: {line.removeprefix('error: ')}"
     last = next((line.strip() for line in reversed(output) if line.strip()), "")
     return f"the launch exited with status {returncode}" + (f": {last}" if last else "")
 

@@ -161,7 +161,7 @@ def test_the_failing_rank_is_the_one_torchrun_names(tmp_path: Path) -> None:
                                          "[rank1]: RuntimeError: out of memory\n[rank1]:   see above\n")
     output = ["step 1", "Root Cause (first observed failure):", "[1]:", "  time      : now", "  rank      : 1 (local_rank: 1)"]
     assert failure_line(output, tmp_path, 2, 1) == "rank 1 failed: RuntimeError: out of memory"
-    assert failure_line(["error: bad snapshot"], tmp_path, 1, 2) == "rank 0 failed: error: bad snapshot"
+    assert failure_line(["error: bad snapshot"], tmp_path, 1, 2) == "rank 0 failed: bad snapshot"
     assert failure_line(["just this"], tmp_path / "none", 2, 9) == "the launch exited with status 9: just this"
 
 
@@ -178,6 +178,19 @@ def test_a_cpu_rank_loads_state_saved_for_its_own_device() -> None:
     accept_cpu_rank_locations()
     saved.seek(0)
     assert torch.load(saved, map_location="cpu:1", weights_only=True)["exp_avg"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_real_launch_whose_ranks_fail_fails_with_their_error_line(snapshot_warehouse: str, smollm2_path: str,
+                                                                   tmp_path: Path) -> None:
+    data = yaml.safe_load((PROFILES_DIR / "cpu-smoke-2proc.yaml").read_text())
+    data["launch"]["main_process_port"] = _free_port()
+    profile = tmp_path / "two.yaml"
+    profile.write_text(yaml.safe_dump(data))
+    lines: list[str] = []
+    cfg = TrainRunConfig(str(profile), snapshot_warehouse, "ts-absent", str(tmp_path / "runs"), str(MODEL_CACHE))
+    with pytest.raises(LaunchError, match=r"^rank [01] failed: no snapshot 'ts-absent' in the warehouse$"):
+        launch_training(cfg, progress=lines.append)
+    assert lines[0].startswith("launching 2 processes") and len(lines) > 1  # rank 0's output came through
 
 
 def _free_port() -> int:
