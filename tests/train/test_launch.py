@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,8 @@ from train.launch import LaunchError, Site, failure_line, launch_command, launch
 from train.profiles import PROFILES_DIR, ProfileError, load_profile
 from train.run import TrainRunConfig
 from train.slurm import render_sbatch, run_job
-from warehouse.train_store import read_training_steps
+from flows.train_orchestrator import train_flow
+from warehouse.train_store import read_training_run, read_training_steps
 
 SITE = Site(python="/opt/venv/bin/python", root="/srv/toolscale", cwd="/srv/run")
 CFG = TrainRunConfig("h100", "/data/wh.duckdb", "latest", "/data/train", "/data/work")
@@ -193,6 +196,17 @@ def test_a_real_launch_whose_ranks_fail_fails_with_their_error_line(snapshot_war
     assert lines[0].startswith("launching 2 processes") and len(lines) > 1  # rank 0's output came through
 
 
+@contextmanager
+def _prefect_harness(tmp_path: Path) -> Iterator[None]:
+    from prefect.settings import PREFECT_HOME, PREFECT_LOCAL_STORAGE_PATH, temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    home = tmp_path / "prefect-home"
+    with temporary_settings(updates={PREFECT_HOME: home, PREFECT_LOCAL_STORAGE_PATH: home / "storage"}):
+        with prefect_test_harness(server_startup_timeout=90):
+            yield
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -217,9 +231,9 @@ def _processes_marked(mark: str) -> list[int]:
 
 @pytest.mark.slow
 def test_two_gloo_ranks_train_are_killed_with_the_launcher_and_resume_at_the_same_step(
-        snapshot_warehouse: str, smollm2_path: str, tmp_path: Path) -> None:
+        snapshot_warehouse: str, smollm2_path: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """2 CPU processes run GRPO; a kill -9 of the launcher after step 1 leaves no rank running; the rerun, through
-    the entry point the flow calls, resumes every rank at checkpoint-1, does step 2, and the run is recorded once."""
+    the train-orchestrator flow, resumes every rank at checkpoint-1, does step 2, and the run is recorded once."""
     warehouse = str(tmp_path / "wh.duckdb")
     shutil.copyfile(snapshot_warehouse, warehouse)
     data = yaml.safe_load((PROFILES_DIR / "cpu-smoke-2proc.yaml").read_text())
@@ -254,13 +268,17 @@ def test_two_gloo_ranks_train_are_killed_with_the_launcher_and_resume_at_the_sam
         time.sleep(0.1)
     assert not left, f"processes outlived the killed launcher: {left}"
 
-    lines: list[str] = []
-    cfg = TrainRunConfig(str(profile), warehouse, "latest", str(out), str(MODEL_CACHE))
-    result = launch_training(cfg, progress=lines.append)
-    run = result.run
-    assert run["status"] == "finished" and run["global_step"] == 2 and result.steps_this_attempt == 1, lines[-20:]
-    assert run["resumed_from"].endswith("checkpoint-1") and run["resumes"] == 1
-    assert any("resuming from" in line and "checkpoint-1" in line for line in lines)  # rank 0's lines, streamed
+    with _prefect_harness(tmp_path):
+        state = train_flow(profile=str(profile), warehouse=warehouse, output_root=str(out),
+                           work_dir=str(MODEL_CACHE), return_state=True)
+    assert state.is_completed(), state.message
+    flow_result = state.result()
+    run = read_training_run(warehouse, flow_result["run_id"])
+    assert run is not None and run["status"] == "finished" and run["global_step"] == 2
+    assert flow_result["steps_this_attempt"] == 1 and run["resumed_from"].endswith("checkpoint-1")
+    assert run["resumes"] == 1
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("resuming from" in line and "checkpoint-1" in line for line in lines)  # rank 0's lines in the log
     import duckdb
 
     con = duckdb.connect(warehouse, read_only=True)
