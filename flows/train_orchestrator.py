@@ -18,6 +18,8 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
+from train.launch import launch_training, needs_launch
+from train.profiles import load_profile
 from train.run import TrainRunConfig, default_warehouse, run_training
 
 ARTIFACT_KEY = "train-orchestrator-run"
@@ -34,8 +36,10 @@ def train_flow(profile: str = "cpu-smoke", snapshot: str = "latest", warehouse: 
     logger = get_run_logger()
     cfg = TrainRunConfig(profile, warehouse or default_warehouse(), snapshot, output_root, work_dir, pricing_seed,
                          preference_run)
-    # training runs in the flow-run process: one model, one writer of the warehouse
-    result = run_training(cfg, progress=logger.info)
+    if needs_launch(load_profile(profile)):  # every rank under accelerate (or slurm); rank 0's lines come here
+        result = launch_training(cfg, progress=logger.info)
+    else:  # one process: training runs in the flow-run process, the one writer of the warehouse
+        result = run_training(cfg, progress=logger.info)
     run = result.run
     create_markdown_artifact(markdown=result.markdown, key=ARTIFACT_KEY,
                              description=f"training run {run['run_id']}: {run['status']} at step {run['global_step']}")

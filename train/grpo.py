@@ -27,11 +27,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from train.checkpoints import complete_checkpoints, resume_point
+from train.checkpoints import complete_checkpoints
 from train.env import Environment
 from train.episode import EpisodeLimits, run_episodes, start_episode
 from train.model import HFGenerator, VLLMGenerator, load_tokenizer, resolve_model
 from train.profiles import Profile, load_profile
+from train.ranks import shared_resume_point
 from train.rewards import reward_with_min_std
 from train.rollout_env import RolloutWorld, build_world
 from train.tasks import TrainingSet, TrainingTask, load_training_set
@@ -222,9 +223,8 @@ def train(profile: Profile, warehouse: str, output_dir: str, work_dir: str = "wo
     trainer.add_callback(StepClock())
     for callback in callbacks:
         trainer.add_callback(callback)
-    # under accelerate every process picks the same folder, but only the main one renames the incomplete ones
-    main_process = int(os.environ.get("RANK", "0")) == 0
-    start = resume_point(output_dir, progress, move=main_process)
+    # under accelerate every process resumes from the same folder; only the main one renames the incomplete ones
+    start = shared_resume_point(output_dir, progress, trainer.accelerator)
     try:
         trainer.train(resume_from_checkpoint=start)
     finally:

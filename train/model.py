@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -41,12 +42,15 @@ def smollm2_folder(work_dir: str | Path) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    partial = folder.with_name(folder.name + ".partial")
+    partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")  # one per process: ranks may race here
     shutil.rmtree(partial, ignore_errors=True)
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
     shutil.rmtree(folder, ignore_errors=True)
-    partial.rename(folder)  # atomic: a killed conversion never leaves a half-written folder in place
+    try:
+        partial.rename(folder)  # atomic: a killed conversion never leaves a half-written folder in place
+    except OSError:  # another process put its (identical) folder there first
+        shutil.rmtree(partial, ignore_errors=True)
     return folder
 
 

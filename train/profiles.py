@@ -83,12 +83,25 @@ class GRPOSection:
     gradient_checkpointing: bool = False
 
 
+SCHEDULERS = ("local", "slurm")
+SLURM_TIME = re.compile(r"(\d+-)?\d{1,3}(:\d{2}){0,2}")  # minutes, MM:SS, HH:MM:SS or D-HH[:MM[:SS]]
+SLURM_PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
 @dataclass(frozen=True)
 class LaunchSection:
+    """How the trainer's processes start (train/launch.py): in the flow's own process, under ``accelerate launch``
+    on this machine, or as a slurm job over several nodes."""
+
     nodes: int = 1
     gpus_per_node: int = 0
+    processes: int | None = None  # processes in all; None: nodes x gpus_per_node (at least 1)
+    scheduler: str = "local"  # local | slurm
+    main_process_port: int = 29500  # rank 0's rendezvous port
+    slurm_partition: str | None = None
+    slurm_time: str | None = None  # the job's time limit, as sbatch --time takes it
     accelerate_config: str | None = None  # relative to train/profiles/
-    deepspeed_config: str | None = None
+    deepspeed_config: str | None = None  # a DeepSpeed ZeRO json, relative to train/profiles/
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,8 @@ class Profile:
 
     @property
     def processes(self) -> int:
+        if self.launch.processes is not None:
+            return self.launch.processes
         return max(1, self.launch.nodes * self.launch.gpus_per_node)
 
     def per_device_batch(self, processes: int | None = None) -> int:
@@ -168,7 +183,8 @@ RANGES: tuple[tuple[str, float, float | None], ...] = (
     ("grpo.temperature", 1e-6, 100.0), ("grpo.top_p", 1e-6, 1.0), ("grpo.gradient_accumulation_steps", 1, 100_000),
     ("grpo.save_steps", 1, MAX_STEPS), ("grpo.save_total_limit", 1, 100_000), ("grpo.logging_steps", 1, MAX_STEPS),
     ("grpo.min_group_std", 0.0, 1.0), ("grpo.vllm_gpu_memory_utilization", 0.01, 1.0),
-    ("launch.nodes", 1, 4096), ("launch.gpus_per_node", 0, 1024),
+    ("launch.nodes", 1, 4096), ("launch.gpus_per_node", 0, 1024), ("launch.processes", 1, 1_048_576),
+    ("launch.main_process_port", 1024, 65535),
 )
 
 
@@ -211,6 +227,26 @@ def _cache_problem(cache_dir: str | None) -> str | None:
     return None
 
 
+def _launch_problem(launch: LaunchSection, use_cpu: bool) -> str | None:
+    """Why the launch section cannot start the processes it asks for (None when it can)."""
+    if launch.scheduler not in SCHEDULERS:
+        return f"launch.scheduler must be one of {', '.join(SCHEDULERS)}, got {launch.scheduler!r}"
+    if launch.processes is not None and launch.processes % launch.nodes:
+        return f"launch.processes ({launch.processes}) must divide evenly over launch.nodes ({launch.nodes})"
+    if launch.processes is not None and launch.gpus_per_node and launch.processes != launch.nodes * launch.gpus_per_node:
+        return (f"launch.processes ({launch.processes}) must be launch.nodes x launch.gpus_per_node "
+                f"({launch.nodes * launch.gpus_per_node}) when GPUs are given")
+    if launch.nodes > 1 and launch.scheduler != "slurm":
+        return f"launch.nodes {launch.nodes}: several nodes need launch.scheduler slurm"
+    if launch.scheduler == "slurm" and use_cpu:
+        return "launch.scheduler slurm starts GPU jobs; it cannot go with model.use_cpu"
+    if launch.slurm_partition is not None and not SLURM_PARTITION.fullmatch(launch.slurm_partition):
+        return f"launch.slurm_partition {launch.slurm_partition!r} must be 1-64 letters, digits, '.', '_' or '-'"
+    if launch.slurm_time is not None and not SLURM_TIME.fullmatch(launch.slurm_time):
+        return f"launch.slurm_time {launch.slurm_time!r} must be minutes, HH:MM:SS or D-HH:MM:SS, e.g. 12:00:00"
+    return None
+
+
 def _validate(p: Profile, path: Path) -> None:
     def need(ok: bool, message: str) -> None:
         if not ok:
@@ -236,6 +272,8 @@ def _validate(p: Profile, path: Path) -> None:
     need(problem is None, problem or "")
     need(p.grpo.vllm_mode in ("colocate", "server"), "grpo.vllm_mode must be colocate or server")
     need(not (p.grpo.use_vllm and p.model.use_cpu), "grpo.use_vllm needs GPUs; it cannot go with model.use_cpu")
+    problem = _launch_problem(p.launch, p.model.use_cpu)
+    need(problem is None, problem or "")
     completions = p.grpo.tasks_per_step * p.grpo.num_generations
     per_step = p.processes * p.grpo.gradient_accumulation_steps
     need(completions % per_step == 0,

@@ -30,6 +30,7 @@ from typing import Any
 from train.diagnose import diagnose_steps
 from train.grpo import checkpoints, train
 from train.profiles import Profile, load_profile
+from train.ranks import is_main
 from train.report import plot_reward_curves, run_markdown
 from train.trainset import BuiltSet, build_training_set
 from warehouse.errors import WarehouseError
@@ -158,7 +159,7 @@ class _Recorder:
     def write(self, log_history: list[dict[str, Any]], **changes: Any) -> list[dict[str, Any]]:
         self.run.update(changes, updated_at=_now(), checkpoints_json=json.dumps(checkpoints(self.output_dir)))
         steps = steps_from_log(log_history, self.run_id, self.completions, self.seconds)
-        if int(os.environ.get("RANK", "0")) == 0:  # under accelerate only the main process writes: one writer
+        if is_main():  # under accelerate only the main process writes: one writer
             store_training(self.cfg.warehouse, self.run, steps)
         return steps
 
@@ -218,14 +219,16 @@ def _finish(recorder: _Recorder, log_history: list[dict[str, Any]], global_step:
     steps = steps_from_log(log_history, recorder.run_id, recorder.completions, recorder.seconds)
     diagnosis = diagnose_steps(steps, recorder.profile.grpo.min_group_std)
     png = recorder.output_dir / CURVES_PNG
-    plot_reward_curves(steps, png, f"{recorder.run_id} ({recorder.profile.name})", diagnosis)
+    if is_main():  # one writer: rank 0 draws the curves and writes summary.md
+        plot_reward_curves(steps, png, f"{recorder.run_id} ({recorder.profile.name})", diagnosis)
     recorder.write(log_history, status="finished", finished_at=_now(), global_step=global_step,
                    final_checkpoint=final, reward_curve_png=str(png), dropped_json=json.dumps(dropped),
                    instances=tasks - sum(dropped.values()))
     stored = read_training_steps(recorder.cfg.warehouse, recorder.run_id)
     run = read_training_run(recorder.cfg.warehouse, recorder.run_id) or recorder.run
     markdown = run_markdown(run, stored, diagnosis)
-    (recorder.output_dir / "summary.md").write_text(markdown)
+    if is_main():
+        (recorder.output_dir / "summary.md").write_text(markdown)
     recorder.progress(f"run {recorder.run_id} finished at step {global_step}; curves in {png}")
     for line in diagnosis:
         recorder.progress(f"diagnosis: {line}")
