@@ -89,6 +89,30 @@ SLURM_PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True)
+class SFTSection:
+    """Supervised warm start on oracle demonstrations of training-split tasks (train/sft.py)."""
+
+    learning_rate: float = 5e-5
+    epochs: float = 1.0
+    max_steps: int | None = None  # None: ``epochs`` over the demonstrations
+    batch_size: int = 1
+    gradient_accumulation_steps: int = 1
+    max_length: int = 4_096  # tokens per demonstration; longer ones are left out and counted
+    save_steps: int = 50
+    save_total_limit: int | None = 2
+
+
+@dataclass(frozen=True)
+class RFTSection:
+    """Rejection-sampling fine-tuning (train/rft.py): k sampled episodes per training task, verified ones kept."""
+
+    rounds: int = 1
+    samples_per_task: int = 4  # k
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+
+@dataclass(frozen=True)
 class LaunchSection:
     """How the trainer's processes start (train/launch.py): in the flow's own process, under ``accelerate launch``
     on this machine, or as a slurm job over several nodes."""
@@ -113,6 +137,9 @@ class Profile:
     environment: EnvironmentSection = field(default_factory=EnvironmentSection)
     grpo: GRPOSection = field(default_factory=GRPOSection)
     launch: LaunchSection = field(default_factory=LaunchSection)
+    sft: SFTSection = field(default_factory=SFTSection)
+    rft: RFTSection = field(default_factory=RFTSection)
+    stages: list[str] | None = None  # e.g. [sft, rft, grpo, evaluate] (train/stages.py); None: GRPO alone
 
     @property
     def processes(self) -> int:
@@ -185,7 +212,12 @@ RANGES: tuple[tuple[str, float, float | None], ...] = (
     ("grpo.min_group_std", 0.0, 1.0), ("grpo.vllm_gpu_memory_utilization", 0.01, 1.0),
     ("launch.nodes", 1, 4096), ("launch.gpus_per_node", 0, 1024), ("launch.processes", 1, 1_048_576),
     ("launch.main_process_port", 1024, 65535),
+    ("sft.learning_rate", 1e-12, 1.0), ("sft.epochs", 1e-3, 1000.0), ("sft.max_steps", 1, MAX_STEPS),
+    ("sft.batch_size", 1, 4096), ("sft.gradient_accumulation_steps", 1, 100_000), ("sft.max_length", 16, MAX_TOKENS),
+    ("sft.save_steps", 1, MAX_STEPS), ("sft.save_total_limit", 1, 100_000), ("rft.rounds", 1, 1000),
+    ("rft.samples_per_task", 1, 1024), ("rft.temperature", 1e-6, 100.0), ("rft.top_p", 1e-6, 1.0),
 )
+STAGES = ("sft", "rft", "grpo", "evaluate")
 
 
 def _ranges(p: Profile) -> str | None:
@@ -270,6 +302,12 @@ def _validate(p: Profile, path: Path) -> None:
     need(p.environment.user_workers >= 1, "environment.user_workers must be >= 1")
     problem = _ranges(p) or _cache_problem(p.environment.cache_dir)
     need(problem is None, problem or "")
+    for i, stage in enumerate(p.stages or []):
+        need(stage in STAGES, f"stages[{i}]: unknown stage {stage!r}; known: {', '.join(STAGES)}")
+    need(p.stages is None or (len(p.stages) > 0 and len(set(p.stages)) == len(p.stages)),
+         "stages must be a non-empty list without repeats")
+    need(p.stages is None or [s for s in STAGES if s in p.stages] == p.stages,
+         f"stages must keep the order {', '.join(STAGES)}")
     need(p.grpo.vllm_mode in ("colocate", "server"), "grpo.vllm_mode must be colocate or server")
     need(not (p.grpo.use_vllm and p.model.use_cpu), "grpo.use_vllm needs GPUs; it cannot go with model.use_cpu")
     problem = _launch_problem(p.launch, p.model.use_cpu)

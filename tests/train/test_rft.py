@@ -1,0 +1,35 @@
+"""Rejection sampling: episodes sampled from SmolLM2 in the rollout driver, kept only when the real verifier passes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from train.env import EnvConfig, Environment
+from train.episode import EpisodeLimits
+from train.model import HFGenerator
+from train.rft import accept, sample_episodes
+from train.sft import demonstrate, training_split
+from train.tasks import load_training_set
+from train.user_sim import ScriptedUser
+
+
+def test_acceptance_keeps_only_verified_episodes(snapshot_warehouse: str, tokenizer: Any, smollm2_path: str) -> None:
+    from transformers import AutoModelForCausalLM
+
+    data = load_training_set(snapshot_warehouse, "latest", ["weather"])
+    task = training_split(snapshot_warehouse, data.snapshot_id, data.tasks)[0]
+    env = Environment(EnvConfig(max_turns=12, max_tools=2), None, None,
+                      lambda text: len(tokenizer.encode(text, add_special_tokens=False)))
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(smollm2_path, dtype=torch.float32)
+    sampled = sample_episodes(env, [task], ScriptedUser, HFGenerator(model, tokenizer), tokenizer, 2,
+                              EpisodeLimits(max_turns=2, max_completion_tokens=48, max_turn_tokens=24))
+    assert len(sampled) == 2 and all(e.task_id == task.task_id for e in sampled)
+    assert not any(e.solved for e in sampled)  # 24 tokens cannot hold the task's tool call: the verifier says no
+    oracle = demonstrate(env, task, ScriptedUser(task))
+    kept, acceptance = accept([*sampled, oracle], 3)
+    assert kept == [oracle] and oracle.solved
+    assert (acceptance.round, acceptance.sampled, acceptance.accepted) == (3, 3, 1)
+    assert abs(acceptance.rate - 1 / 3) < 1e-9
