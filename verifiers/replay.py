@@ -36,7 +36,7 @@ def replay(engine: DomainEngine, calls: tuple[ToolCall, ...] | list[ToolCall]) -
     results = []
     for c in calls if isinstance(calls, (tuple, list)) else ():
         if isinstance(c, ToolCall):
-            results.append(db.call(c.name, c.arguments))
+            results.append(db.call(c.name, c.arguments, c.side))
         else:
             results.append(ToolResult(False, error=f"not a tool call: {type(c).__name__}"))
     return Replay(db, results)

@@ -42,7 +42,7 @@ class VerifiableTask:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VerifiableTask:
-        calls = tuple(ToolCall(c["name"], dict(c.get("arguments", {}))) for c in data["gold_calls"])
+        calls = tuple(ToolCall(c["name"], dict(c.get("arguments", {})), c.get("side", "agent")) for c in data["gold_calls"])
         user = tuple(data["user"]) if data.get("user") else None
         return cls(data["domain"], int(data.get("seed", 0)), calls, tuple(data.get("communicate_info", ())),
                    user, tuple(data.get("identify_tools", ())),  # type: ignore[arg-type]

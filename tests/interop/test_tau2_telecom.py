@@ -1,0 +1,134 @@
+"""tau2's telecom (dual control) inside our engine, checked against tau2 itself: the same scenarios of agent and
+user calls end in the same operator records and the same phone (and surroundings) in both implementations.
+All scenarios run in one tau2 subprocess (its start costs seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from domains import external
+from domains.engine import ToolCall
+from domains.registry import get_engine, get_spec
+from interop.tau2_bridge import missing_reason, normalise, our_records, tau2_python
+
+pytestmark = pytest.mark.skipif(
+    tau2_python() is None or not all(external.available(s) for s in get_spec("telecom").sources.values()),
+    reason=missing_reason())
+
+SCRIPT = Path(__file__).resolve().parent / "tau2_telecom_states.py"
+JOHN = ToolCall("set_user_info", {"name": "John Smith", "phone_number": "555-123-2001"}, "setup")
+L1001 = {"customer_id": "C1001", "line_id": "L1001"}
+
+
+def _u(name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(name, arguments, "user")
+
+
+def _a(name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(name, arguments, "agent")
+
+
+SCENARIOS: dict[str, list[ToolCall]] = {
+    "airplane on, then a data check": [JOHN, _u("toggle_airplane_mode"), _u("check_network_status")],
+    "airplane on and off, data and roaming toggled": [JOHN, _u("toggle_airplane_mode"), _u("toggle_airplane_mode"),
+                                                      _u("toggle_data"), _u("toggle_roaming")],
+    "agent suspends the line, the user reboots": [JOHN, _a("suspend_line", **L1001, reason="travel"),
+                                                  _u("reboot_device")],
+    "suspended, resumed, rebooted": [JOHN, _a("suspend_line", **L1001, reason="lost phone"),
+                                     _a("resume_line", **L1001), _u("reboot_device")],
+    "roaming on both sides": [JOHN, _a("enable_roaming", **L1001), _u("toggle_roaming"),
+                              _a("disable_roaming", **L1001)],
+    "payment request paid by the user": [JOHN, _a("send_payment_request", customer_id="C1001", bill_id="B1002"),
+                                         _u("check_payment_request"), _u("make_payment")],
+    "network modes, one refused": [JOHN, _u("set_network_mode_preference", mode="3g_only"),
+                                   _u("set_network_mode_preference", mode="2g_only"),
+                                   _u("set_network_mode_preference", mode="6g_dreams")],
+    "wifi, calling, vpn, airplane": [JOHN, _u("toggle_wifi"), _u("toggle_wifi_calling"), _u("connect_vpn"),
+                                     _u("toggle_airplane_mode"), _u("toggle_wifi"), _u("toggle_airplane_mode")],
+    "apn reset at reboot, app permissions": [JOHN, _u("reset_apn_settings"), _u("reboot_device"),
+                                            _u("grant_app_permission", app_name="messaging", permission="network"),
+                                            _u("grant_app_permission", app_name="messaging", permission="camera")],
+    "data refuelled onto the draft bill": [JOHN, _a("refuel_data", **L1001, gb_amount=2.0),
+                                           _a("get_data_usage", **L1001)],
+    "wrong side and wrong owner fail": [JOHN, _a("toggle_data"), _u("enable_roaming", **L1001),
+                                        _a("suspend_line", customer_id="C1002", line_id="L1001", reason="x")],
+    "data saver, sim reseat, vpn off, no user set up": [_u("toggle_data_saver_mode"), _u("reseat_sim_card"),
+                                                        _u("connect_vpn"), _u("disconnect_vpn"),
+                                                        _a("suspend_line", **L1001, reason="no user")],
+}
+
+
+def _ours(calls: list[ToolCall]) -> dict[str, Any]:
+    with get_engine("telecom").fresh() as db:
+        failed = [not db.call(c.name, c.arguments, c.side).ok for c in calls]
+        records = our_records(db)
+        (s,) = db.table_rows("surroundings")
+    request = (None if s["payment_bill_id"] is None else
+               {"bill_id": s["payment_bill_id"], "amount_due": s["payment_amount_due"], "paid": bool(s["payment_paid"])})
+    surroundings = {"name": s["user_name"], "phone_number": s["user_phone_number"], "is_abroad": bool(s["is_abroad"]),
+                    "roaming_allowed": bool(s["roaming_allowed"]),
+                    "signal_strength": {"2G": s["signal_2g"], "3G": s["signal_3g"], "4G": s["signal_4g"],
+                                        "5G": s["signal_5g"]},
+                    "mobile_data_usage_exceeded": bool(s["mobile_data_usage_exceeded"]),
+                    "line_active": bool(s["line_active"]), "payment_request": request}
+    user = {"device": records.pop("device"), "surroundings": surroundings}
+    return {"operator": records, "user": user, "failed": failed}
+
+
+def _by_id(operator: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """tau2's lists of records keyed by their id, as ``to_records`` rebuilds a table keyed by its primary key."""
+    keys = {"plans": "plan_id", "customers": "customer_id", "lines": "line_id", "bills": "bill_id",
+            "devices": "device_id"}
+    return {name: {r[keys[name]]: r for r in rows} for name, rows in operator.items()}
+
+
+def _tau2(scenarios: list[list[ToolCall]]) -> list[dict[str, Any]]:
+    payload = json.dumps([[c.to_dict() | {"side": c.side} for c in calls] for calls in scenarios])
+    done = subprocess.run([str(tau2_python()), str(SCRIPT)], input=payload, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_seeded_telecom_is_tau2s_db_toml_and_user_db_toml() -> None:
+    spec = get_spec("telecom")
+    operator, user = (external.load(spec.sources[n]) for n in ("tau2_telecom", "tau2_telecom_user"))
+    with get_engine("telecom").fresh() as db:
+        ours = our_records(db)
+    extra: set[str] = set()
+    assert _within(normalise(ours.pop("device")), normalise(user["device"]), "device", extra)
+    assert _within(normalise(ours), normalise(_by_id(operator)), "", extra)
+    # where the file leaves a field out, ours holds tau2's model default (its loaded state has it too)
+    assert {e.rsplit(".", 1)[-1] for e in extra} <= {"reset_at_reboot", "data_refueling_gb", "roaming_enabled",
+                                                      "activated", "account_status", "created_at"}, extra
+
+
+def _within(ours: Any, raw: Any, path: str, extra: set[str]) -> bool:
+    """Whether every value of ``raw`` is ours; the paths we hold beyond it go to ``extra``."""
+    if isinstance(ours, dict) and isinstance(raw, dict):
+        extra.update(f"{path}.{k}" for k in ours.keys() - raw.keys())
+        return raw.keys() <= ours.keys() and all(_within(ours[k], raw[k], f"{path}.{k}", extra) for k in raw)
+    return ours == raw
+
+
+def test_the_policy_is_read_from_the_package_at_export_time() -> None:
+    text = external.policy_text(get_spec("telecom"))
+    assert text.startswith(get_spec("telecom").policy) and "airplane mode" in text.lower()
+    assert len(text) > 10 * len(get_spec("telecom").policy)
+
+
+def test_scenarios_end_in_tau2s_operator_and_device_states() -> None:
+    names = list(SCENARIOS)
+    theirs = _tau2([SCENARIOS[n] for n in names])
+    for name, tau2 in zip(names, theirs):
+        ours = _ours(SCENARIOS[name])
+        assert ours["failed"] == tau2["failed"], name
+        assert normalise(ours["operator"]) == normalise(_by_id(tau2["operator"])), name
+        assert normalise(ours["user"]["device"]) == normalise(tau2["user"]["device"]), name
+        assert normalise(ours["user"]["surroundings"]) == normalise(tau2["user"]["surroundings"]), name
