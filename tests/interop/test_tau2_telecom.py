@@ -126,6 +126,12 @@ def test_the_policy_is_read_from_the_package_at_export_time() -> None:
     text = external.policy_text(get_spec("telecom"))
     assert text.startswith(get_spec("telecom").policy) and "airplane mode" in text.lower()
     assert len(text) > 10 * len(get_spec("telecom").policy)
+    from warehouse.exports import policy_markdown
+
+    exported = policy_markdown(get_spec("telecom"))
+    manual = external.load(get_spec("telecom").sources["tau2_telecom_manual"]).strip()
+    assert manual in exported and "## The user's own tools (on their device)" in exported
+    assert "### toggle_airplane_mode" not in exported and "- `toggle_airplane_mode` (write)" in exported
 
 
 def test_scenarios_end_in_tau2s_operator_and_device_states() -> None:
