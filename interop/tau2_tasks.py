@@ -77,3 +77,14 @@ def imported_tasks(spec: DomainSpec, seed: int = 0) -> list[ImportedTask]:
     if not isinstance(data, list):
         raise ValueError(f"{spec.name}: imported tasks must be a JSON list of tau2 tasks")
     return [convert(spec.name, raw, seed) for raw in data]
+
+
+def dual_control_calls(raw: dict[str, Any]) -> tuple[tuple[ToolCall, ...], tuple[ToolCall, ...]]:
+    """A dual-control (telecom) task's calls: its ``initial_state.initialization_actions`` as setup calls (each a
+    setup tool of the spec, whichever side tau2 runs it on), and its gold actions, the user's with side "user"."""
+    init = (raw.get("initial_state") or {}).get("initialization_actions") or []
+    setup = tuple(ToolCall(a["func_name"], dict(a.get("arguments") or {}), "setup") for a in init)
+    actions = (raw.get("evaluation_criteria") or {}).get("actions") or []
+    gold = tuple(ToolCall(a["name"], dict(a.get("arguments") or {}),
+                          "user" if a.get("requestor") == "user" else "agent") for a in actions)
+    return setup, gold

@@ -1,6 +1,7 @@
 """Runs inside tau2's venv (.venv-tau2), never the project's: each scenario (a list of calls, each with its side:
 "agent", "user" or "setup") in a fresh tau2 telecom environment, then prints one JSON list: per scenario the
-operator's database, the user's database (device and surroundings) and which calls failed.
+operator's database, the user's database (device and surroundings) and which calls failed. A setup call names
+the toolkit it runs on (``env``: "user" or "assistant", as a task's initialization action does).
 
     .venv-tau2/bin/python tests/interop/tau2_telecom_states.py < scenarios.json
 """
@@ -22,10 +23,14 @@ def run(calls: list[dict]) -> dict:
     env = registry.get_env_constructor("telecom")()
     failed = []
     for i, call in enumerate(calls):
-        if call["side"] == "setup":  # an initialization action: the user toolkit's function, then a sync
-            getattr(env.user_tools, call["name"])(**call["arguments"])
+        if call["side"] == "setup":  # an initialization action: a toolkit's function, then a sync
+            toolkit = env.user_tools if call.get("env", "user") == "user" else env.tools
+            try:
+                getattr(toolkit, call["name"])(**call["arguments"])
+                failed.append(False)
+            except Exception:  # noqa: BLE001 - a failing action is data to compare
+                failed.append(True)
             env.sync_tools()
-            failed.append(False)
             continue
         requestor = "user" if call["side"] == "user" else "assistant"
         answer = env.get_response(ToolCall(id=f"c{i}", name=call["name"], arguments=call["arguments"],

@@ -93,8 +93,10 @@ def _by_id(operator: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return {name: {r[keys[name]]: r for r in rows} for name, rows in operator.items()}
 
 
-def _tau2(scenarios: list[list[ToolCall]]) -> list[dict[str, Any]]:
-    payload = json.dumps([[c.to_dict() | {"side": c.side} for c in calls] for calls in scenarios])
+def _tau2(scenarios: list[list[ToolCall]], envs: list[list[str]] | None = None) -> list[dict[str, Any]]:
+    envs = envs or [["user"] * len(calls) for calls in scenarios]
+    payload = json.dumps([[c.to_dict() | {"side": c.side, "env": e} for c, e in zip(calls, es)]
+                          for calls, es in zip(scenarios, envs)])
     done = subprocess.run([str(tau2_python()), str(SCRIPT)], input=payload, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     assert done.returncode == 0, done.stderr[-2000:]
@@ -134,12 +136,32 @@ def test_the_policy_is_read_from_the_package_at_export_time() -> None:
     assert "### toggle_airplane_mode" not in exported and "- `toggle_airplane_mode` (write)" in exported
 
 
-def test_scenarios_end_in_tau2s_operator_and_device_states() -> None:
-    names = list(SCENARIOS)
-    theirs = _tau2([SCENARIOS[n] for n in names])
-    for name, tau2 in zip(names, theirs):
-        ours = _ours(SCENARIOS[name])
+def _assert_same(names: list[str], scenarios: list[list[ToolCall]], theirs: list[dict[str, Any]]) -> None:
+    for name, calls, tau2 in zip(names, scenarios, theirs):
+        ours = _ours(calls)
         assert ours["failed"] == tau2["failed"], name
         assert normalise(ours["operator"]) == normalise(_by_id(tau2["operator"])), name
         assert normalise(ours["user"]["device"]) == normalise(tau2["user"]["device"]), name
         assert normalise(ours["user"]["surroundings"]) == normalise(tau2["user"]["surroundings"]), name
+
+
+def test_scenarios_end_in_tau2s_operator_and_device_states() -> None:
+    names = list(SCENARIOS)
+    _assert_same(names, [SCENARIOS[n] for n in names], _tau2([SCENARIOS[n] for n in names]))
+
+
+def test_tau2_tasks_initial_states_and_golds_replay_to_tau2s_states() -> None:
+    """A spread of tau2's own telecom tasks (every kind of initialization action and of gold, the ACTION ones
+    too): the initialization actions, then the gold's agent and user calls, in both implementations."""
+    from interop.tau2_tasks import dual_control_calls
+
+    tasks = external.load(external.Source("tasks", "tau2", "data/tau2/domains/telecom/tasks.json"))
+    picked = [t for i, t in enumerate(tasks) if i % 61 == 0 or "ACTION" in t["evaluation_criteria"]["reward_basis"]]
+    kinds = {a["func_name"] for t in picked for a in t["initial_state"]["initialization_actions"]}
+    assert len(kinds) == 20  # every initialization function tau2's tasks use
+    scenarios, envs = [], []
+    for task in picked:
+        setup, gold = dual_control_calls(task)
+        scenarios.append([*setup, *gold])
+        envs.append([a["env_type"] for a in task["initial_state"]["initialization_actions"]] + ["user"] * len(gold))
+    _assert_same([t["id"] for t in picked], scenarios, _tau2(scenarios, envs))
