@@ -115,6 +115,17 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class Assertion:
+    """A named check of a final state (tau2's assertion functions): a read over one side's tables, with
+    parameters (JSON Schema per name), returning one value."""
+
+    name: str
+    sql: str
+    side: str = "agent"
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class DomainSpec:
     name: str
     description: str
@@ -132,6 +143,7 @@ class DomainSpec:
     default: bool = True  # part of a plain ``toolscale regenerate``; false for imported (external) domains
     sources: dict[str, Source] = field(default_factory=dict)
     imported_tasks: str | None = None  # a source holding tasks in tau2's Task format (see interop/tau2_tasks.py)
+    assertions: dict[str, Assertion] = field(default_factory=dict)  # named final-state checks (tau2's ENV_ASSERTION)
     policy_sources: tuple[str, ...] = ()  # sources whose text joins the policy at export (domains.external.policy_text)
 
     @property
@@ -303,7 +315,9 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
                       sources={name: Source(name, s.get("package"), s.get("resource"), s.get("path"),
                                             s.get("hint", "")) for name, s in raw.get("sources", {}).items()},
                       imported_tasks=raw.get("imported_tasks", {}).get("source"),
-                      policy_sources=tuple(raw.get("policy_sources", [])))
+                      policy_sources=tuple(raw.get("policy_sources", [])),
+                      assertions={n: Assertion(n, a["sql"], a.get("side", "agent"), dict(a.get("parameters", {})))
+                                  for n, a in raw.get("assertions", {}).items()})
 
 
 def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
@@ -362,6 +376,19 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
     problems += _reserved_name_problems(spec)
     for section in ("users", "intents"):
         problems += raw_template_problems(section, raw.get(section))
+    for name, assertion in spec.assertions.items():
+        allowed = [t.name for t in spec.tables if t.side == assertion.side]
+        used = set(SQL_PARAM.findall(assertion.sql))
+        if used - set(assertion.parameters):
+            problems.append(f"assertions.{name}.sql: parameter {', '.join(sorted(used - set(assertion.parameters)))} "
+                            "is not declared")
+            continue
+        try:
+            StatementGuard(db, allowed).prepare(READ, assertion.sql, {u: None for u in used})
+        except StatementRefused as exc:
+            problems.append(f"assertions.{name}.sql: {exc} (an assertion reads its own side's tables)")
+        except sqlite3.Error as exc:
+            problems.append(f"assertions.{name}.sql: {_sql_message(str(exc))}")
     for k, name in enumerate(spec.policy_sources):
         if name not in spec.sources:
             problems.append(f"policy_sources[{k}]: unknown source {name!r}; declare it under sources:")

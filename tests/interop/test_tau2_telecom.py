@@ -165,3 +165,49 @@ def test_tau2_tasks_initial_states_and_golds_replay_to_tau2s_states() -> None:
         scenarios.append([*setup, *gold])
         envs.append([a["env_type"] for a in task["initial_state"]["initialization_actions"]] + ["user"] * len(gold))
     _assert_same([t["id"] for t in picked], scenarios, _tau2(scenarios, envs))
+
+
+def test_imported_tasks_are_judged_by_their_assertions_and_actions() -> None:
+    """tau2's ENV_ASSERTION and ACTION criteria as our checks: the gold (agent and user calls) solves a spread of
+    tasks, the empty trajectory fails their assertions, and a gold missing one action fails an ACTION task."""
+    from interop.tau2_tasks import convert
+    from verifiers.types import Trajectory
+    from verifiers.verify import verify
+
+    tasks = external.load(external.Source("tasks", "tau2", "data/tau2/domains/telecom/tasks.json"))
+    engine = get_engine("telecom")
+    picked = [convert("telecom", t) for i, t in enumerate(tasks) if i % 97 == 0]
+    picked += [convert("telecom", t) for t in tasks if "ACTION" in t["evaluation_criteria"]["reward_basis"]][:4]
+    for imported in picked:
+        task = imported.task
+        assert imported.unsupported == () and "assertions" in task.criteria and task.setup_calls
+        gold = verify(task, Trajectory(task.gold_calls), engine)
+        assert gold.solved, (imported.tau2_id, gold.assertions.reason, gold.actions.reason)
+        empty = verify(task, Trajectory(), engine)
+        assert not empty.solved, imported.tau2_id  # its assertions fail, or (a transfer task) its action
+        if task.actions:
+            dropped = verify(task, Trajectory(task.gold_calls[1:]), engine)
+            assert not dropped.actions.passed, imported.tau2_id
+
+
+def test_verdicts_agree_with_tau2s_evaluator_on_gold_and_empty() -> None:
+    """tau2's evaluate_simulation (its own ENV_ASSERTION and ACTION evaluation, in one subprocess) and our
+    verifier give the same verdict on the gold and the empty trajectory of a few tasks, an ACTION one among them."""
+    from interop.tau2_tasks import convert
+    from verifiers.types import Trajectory
+    from verifiers.verify import verify
+
+    raw = external.load(external.Source("tasks", "tau2", "data/tau2/domains/telecom/tasks.json"))
+    picked = [convert("telecom", t) for t in raw[::400]]
+    picked.append(next(convert("telecom", t) for t in raw if "ACTION" in t["evaluation_criteria"]["reward_basis"]))
+    runs, ours = [], []
+    for imported in picked:
+        for calls in (imported.task.gold_calls, ()):
+            runs.append({"task_id": imported.tau2_id, "calls": [c.to_dict() | {"side": c.side} for c in calls]})
+            ours.append(verify(imported.task, Trajectory(calls), get_engine("telecom")).solved)
+    done = subprocess.run([str(tau2_python()), str(SCRIPT.with_name("tau2_telecom_verdicts.py"))],
+                          input=json.dumps(runs), capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    theirs = [reward == 1.0 for reward in json.loads(done.stdout)]
+    assert theirs == ours and ours == [True, False] * len(picked)
