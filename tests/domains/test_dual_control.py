@@ -76,3 +76,13 @@ def test_a_toml_document_can_be_one_record(tmp_path: Path) -> None:
     rows = external.records(data, external.TableSource("phone", "."))
     assert [(r.field("device.apn.name"), r.field("device.airplane_mode"), r.field("@ordinal")) for r in rows] == [
         ("internet", True, 1)]
+
+
+def test_the_tool_listing_says_whose_tool_it_is(engine: DomainEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    from domains import registry
+    from toolscale.tools_cmd import describe, render
+
+    monkeypatch.setattr(registry, "get_engine", lambda domain, seed=0: engine)
+    listing = render(describe("phoneshop"))
+    assert "resume_account [write]  account_id: string" in listing
+    assert "toggle_airplane_mode [write, user]  (no parameters)" in listing
