@@ -27,13 +27,20 @@ POOL_SIZE = 16
 RowKey = tuple[str, Any]  # (table, primary key value)
 
 
+SIDES = ("agent", "user", "setup")  # who calls: the assistant, the user on their own device, a task's initialisation
+
+
 @dataclass(frozen=True)
 class ToolCall:
     name: str
     arguments: dict[str, Any]
+    side: str = "agent"  # "user": the user calls it on their device (tau2's requestor "user")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "arguments": self.arguments}
+        out = {"name": self.name, "arguments": self.arguments}
+        if self.side != "agent":  # an agent call keeps its old shape (and its hash)
+            out["side"] = self.side
+        return out
 
 
 @dataclass(frozen=True)
@@ -247,12 +254,17 @@ class Database:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, name: str, arguments: Any) -> ToolResult:
-        """Execute one tool call; every failure is an error result and leaves the database unchanged."""
+    def call(self, name: str, arguments: Any, side: str = "agent") -> ToolResult:
+        """Execute one tool call for ``side`` ("agent", "user" or "setup"); every failure, a call from the wrong
+        side included, is an error result and leaves the database unchanged."""
         tool = self.engine.tools.get(name) if isinstance(name, str) else None
         if tool is None:
+            offered = sorted(t.name for t in self.engine.spec.tools if t.side == side and not t.setup)
             return ToolResult(False, error=f"Unknown tool {_short(name)!r}. Available tools: "
-                                           f"{', '.join(sorted(self.engine.tools))}")
+                                           f"{', '.join(offered or sorted(self.engine.tools))}")
+        problem = side_problem(tool, side)
+        if problem:
+            return ToolResult(False, error=problem)
         try:
             params = self._bind(tool, arguments)
         except CallError as exc:
@@ -365,8 +377,9 @@ class Database:
         table = self.engine.spec.table(key[0])
         return self.conn.execute(f"SELECT * FROM {table.name} WHERE {table.primary_key} = ?", (key[1],)).fetchone()
 
-    def fingerprint(self) -> str:
-        return state_fingerprint(self.conn, self.engine.spec)
+    def fingerprint(self, side: str | None = None) -> str:
+        """sha256 of the state: every table, or one side's ("agent": the operator's, "user": the device)."""
+        return state_fingerprint(self.conn, self.engine.spec, side)
 
     def table_rows(self, table: str) -> list[dict[str, Any]]:
         t = self.engine.spec.table(table)
@@ -436,10 +449,23 @@ def _arg_keys(engine: DomainEngine, params: dict[str, Any]) -> set[RowKey]:
             if k in engine.pk_tables and isinstance(v, (str, int)) and not isinstance(v, bool)}
 
 
-def state_fingerprint(conn: sqlite3.Connection, spec: DomainSpec) -> str:
-    """sha256 over every table's rows in key order; identical states give identical fingerprints."""
+def side_problem(tool: Tool, side: Any) -> str | None:
+    """Why ``side`` may not call ``tool`` (the message a caller sees), or None."""
+    if side not in SIDES:
+        return f"{tool.name}: unknown side {_short(side)!r}; a call comes from one of {', '.join(SIDES)}"
+    if tool.setup:
+        return None if side == "setup" else f"{tool.name} sets up a task's initial state; no {side} may call it"
+    if side == "setup" or side == tool.side:
+        return None
+    whose = "the user's (on their own device)" if tool.side == "user" else "the agent's (on the operator's records)"
+    return f"{tool.name} is {whose} tool; the {side} cannot call it"
+
+
+def state_fingerprint(conn: sqlite3.Connection, spec: DomainSpec, side: str | None = None) -> str:
+    """sha256 over every table's rows in key order (or one side's tables); identical states give identical
+    fingerprints."""
     h = hashlib.sha256()
-    for t in sorted(spec.tables, key=lambda t: t.name):
+    for t in sorted((t for t in spec.tables if side is None or t.side == side), key=lambda t: t.name):
         h.update(t.name.encode())
         for row in conn.execute(f"SELECT * FROM {t.name} ORDER BY {t.primary_key}"):
             h.update(json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode())

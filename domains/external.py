@@ -1,4 +1,4 @@
-"""External seed data: find a JSON file that another installed package ships, and map its records to rows.
+"""External seed data: find a JSON (or TOML) file that another installed package ships, and map its records to rows.
 
 A spec names its sources (``sources:``: a package and a resource inside it, or a path) and a table says which
 records of a source become its rows (``from:``). Nothing is copied into this repository: the file is read where
@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -147,9 +148,15 @@ def available(source: Source) -> bool:
 
 @cache
 def _load_json(path: Path, mtime: float) -> Any:
+    """A source file's content: JSON, TOML (``.toml``, tau2's telecom) or, for ``.md``/``.txt``, the text."""
     if path.stat().st_size > MAX_EXTERNAL_BYTES:
         raise ValueError(f"{path} is over {MAX_EXTERNAL_BYTES:,} bytes")
-    return json.loads(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".toml":
+        return tomllib.loads(text)
+    if path.suffix in (".md", ".txt"):
+        return text
+    return json.loads(text)
 
 
 def load(source: Source) -> Any:
@@ -157,8 +164,11 @@ def load(source: Source) -> Any:
     return _load_json(path, path.stat().st_mtime)
 
 
+WHOLE = "."  # ``records: "."``: the whole document is one record (tau2's user_db.toml: one device)
+
+
 def _walk(value: Any, dotted: str) -> Any:
-    for part in dotted.split(".") if dotted else []:
+    for part in dotted.split(".") if dotted and dotted != WHOLE else []:
         if not isinstance(value, dict) or part not in value:
             return None
         value = value[part]
@@ -199,8 +209,9 @@ class Record:
 def records(data: Any, spec_source: TableSource) -> list[Record]:
     """The records a table's ``from:`` names, in file order (children after their parent's order)."""
     top = _walk(data, spec_source.records)
+    pairs = [(None, top)] if spec_source.records == WHOLE else _items(top, spec_source.records)
     out: list[Record] = []
-    for i, (key, value) in enumerate(_items(top, spec_source.records)):
+    for i, (key, value) in enumerate(pairs):
         parent = Record(value, key, i, i + 1)
         if spec_source.each is None:
             out.append(parent)
@@ -282,8 +293,32 @@ def to_records(spec: DomainSpec, rows_of: dict[str, list[dict[str, Any]]],
             else:
                 holder.append(record)
     for path, by_key in roots.items():
+        if path == WHOLE:  # one record: its fields are the document's own
+            for record in by_key.values():
+                _merge(out, record)
+            continue
         _put(out, path, by_key)
     return out
+
+
+def _merge(into: dict[str, Any], record: dict[str, Any]) -> None:
+    for key, value in record.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def policy_text(spec: DomainSpec) -> str:
+    """The policy an export ships: the spec's own, then each of ``policy_sources`` read from where its package
+    installed it (tau2's telecom policy and troubleshooting manual), at the time of the call."""
+    parts = [spec.policy]
+    for name in spec.policy_sources:
+        text = load(spec.sources[name])
+        if not isinstance(text, str):
+            raise ValueError(f"policy source {name!r} is not a text file (.md or .txt)")
+        parts.append(text.strip())
+    return "\n\n".join(p for p in parts if p)
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:

@@ -65,6 +65,7 @@ class Table:
     columns: tuple[Column, ...]
     description: str = ""
     source: TableSource | None = None  # rows come from external JSON records instead of seed recipes
+    side: str = "agent"  # "user": the user's own state (their device), which only user tools see
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
@@ -95,6 +96,9 @@ class Tool:
     mention: str | None = None
     examples: tuple[dict[str, Any], ...] = ()
     candidates: tuple[str, ...] = ()  # queries proposing argument values to the synthesiser, in order
+    side: str = "agent"  # who may call it: "agent" (the assistant) or "user" (the person, on their own state)
+    crosses: tuple[str, ...] = ()  # tables of the other side its SQL touches (a payment the user makes marks the bill)
+    setup: bool = False  # only a task's initialisation calls it (side "setup"); no agent or user is offered it
 
     @property
     def param_names(self) -> list[str]:
@@ -108,6 +112,17 @@ class Tool:
         """The function schema an agent sees (OpenAI tools format)."""
         return {"type": "function", "function": {
             "name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """A named check of a final state (tau2's assertion functions): a read over one side's tables, with
+    parameters (JSON Schema per name), returning one value."""
+
+    name: str
+    sql: str
+    side: str = "agent"
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -128,6 +143,8 @@ class DomainSpec:
     default: bool = True  # part of a plain ``toolscale regenerate``; false for imported (external) domains
     sources: dict[str, Source] = field(default_factory=dict)
     imported_tasks: str | None = None  # a source holding tasks in tau2's Task format (see interop/tau2_tasks.py)
+    assertions: dict[str, Assertion] = field(default_factory=dict)  # named final-state checks (tau2's ENV_ASSERTION)
+    policy_sources: tuple[str, ...] = ()  # sources whose text joins the policy at export (domains.external.policy_text)
 
     @property
     def external(self) -> bool:
@@ -146,6 +163,19 @@ class DomainSpec:
 
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
+
+    @property
+    def dual(self) -> bool:
+        """Whether the user has state and tools of their own (tau2's dual control: telecom)."""
+        return any(t.side == "user" for t in self.tables) or any(t.side == "user" for t in self.tools)
+
+    def side_tables(self, side: str) -> tuple[Table, ...]:
+        """The tables of one side: "agent" (the operator's records) or "user" (the user's device)."""
+        return tuple(t for t in self.tables if t.side == side)
+
+    def side_tools(self, side: str) -> tuple[Tool, ...]:
+        """The tools one side is offered (setup tools are offered to neither)."""
+        return tuple(t for t in self.tools if t.side == side and not t.setup)
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -253,7 +283,8 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
         src = t.get("from")
         tables.append(Table(name=t["name"], noun=t["noun"], rows=t.get("rows", 0), primary_key=t["primary_key"],
                             columns=cols, description=t.get("description", ""),
-                            source=TableSource(src["source"], src["records"], src.get("each")) if src else None))
+                            source=TableSource(src["source"], src["records"], src.get("each")) if src else None,
+                            side=t.get("side", "agent")))
     tools = []
     for t in raw["tools"]:
         params = dict(t["parameters"])
@@ -268,6 +299,7 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
             effects=tuple(t.get("effects", [])), generated=dict(t.get("generated", {})),
             computed={k: (v["how"], v["from"]) for k, v in t.get("computed", {}).items()},
             mention=t.get("mention"), examples=tuple(t.get("examples", [])), candidates=tuple(t.get("candidates", [])),
+            side=t.get("side", "agent"), crosses=tuple(t.get("crosses", [])), setup=t.get("setup", False),
         ))
     from domains.policy import policy_text  # local: policy reads this module's types
 
@@ -282,7 +314,10 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
                       intents=build_intents(raw.get("intents")), default=raw.get("default", True),
                       sources={name: Source(name, s.get("package"), s.get("resource"), s.get("path"),
                                             s.get("hint", "")) for name, s in raw.get("sources", {}).items()},
-                      imported_tasks=raw.get("imported_tasks", {}).get("source"))
+                      imported_tasks=raw.get("imported_tasks", {}).get("source"),
+                      policy_sources=tuple(raw.get("policy_sources", [])),
+                      assertions={n: Assertion(n, a["sql"], a.get("side", "agent"), dict(a.get("parameters", {})))
+                                  for n, a in raw.get("assertions", {}).items()})
 
 
 def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
@@ -341,6 +376,22 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
     problems += _reserved_name_problems(spec)
     for section in ("users", "intents"):
         problems += raw_template_problems(section, raw.get(section))
+    for name, assertion in spec.assertions.items():
+        allowed = [t.name for t in spec.tables if t.side == assertion.side]
+        used = set(SQL_PARAM.findall(assertion.sql))
+        if used - set(assertion.parameters):
+            problems.append(f"assertions.{name}.sql: parameter {', '.join(sorted(used - set(assertion.parameters)))} "
+                            "is not declared")
+            continue
+        try:
+            StatementGuard(db, allowed).prepare(READ, assertion.sql, {u: None for u in used})
+        except StatementRefused as exc:
+            problems.append(f"assertions.{name}.sql: {exc} (an assertion reads its own side's tables)")
+        except sqlite3.Error as exc:
+            problems.append(f"assertions.{name}.sql: {_sql_message(str(exc))}")
+    for k, name in enumerate(spec.policy_sources):
+        if name not in spec.sources:
+            problems.append(f"policy_sources[{k}]: unknown source {name!r}; declare it under sources:")
     if spec.imported_tasks is not None and spec.imported_tasks not in spec.sources:
         problems.append(f"imported_tasks.source: unknown source {spec.imported_tasks!r}; declare it under sources:")
     tool_names = [t.name for t in spec.tools]
@@ -348,7 +399,7 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
         problems.append(f"tools: duplicate tool name {dup!r}")
     for i, tool in enumerate(spec.tools):
         problems += [f"tools[{i}]{m}" for m in _tool_problems(spec, tool, tables, guard)]
-    for name in tool_names:
+    for name in (t.name for t in spec.tools if t.side == "agent" and not t.setup):  # users act, they do not ask
         if name not in spec.utterances:
             problems.append(f"utterances: no utterances for tool {name!r}")
     for name, templates in spec.utterances.items():
@@ -517,6 +568,7 @@ def _tool_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table], guard
     out = []
     if tool.entity not in tables:
         out.append(f".entity: unknown table {tool.entity!r}")
+    out += _side_problems(spec, tool, tables)
     try:
         jsonschema.Draft202012Validator.check_schema(tool.parameters)
     except jsonschema.SchemaError as exc:
@@ -709,3 +761,46 @@ def _sql_message(msg: str) -> str:
     if m:
         return f"unknown table {m.group(1)}"
     return f"SQL does not compile: {msg}"
+
+
+def _side_problems(spec: DomainSpec, tool: Tool, tables: dict[str, Table]) -> list[str]:
+    """A tool reads and writes its own side's tables, and the other side's only where ``crosses`` names them:
+    every statement is compiled under a guard that knows only those tables."""
+    out = []
+    for k, name in enumerate(tool.crosses):
+        if name not in tables:
+            out.append(f".crosses[{k}]: unknown table {name!r}")
+        elif tables[name].side == tool.side:
+            out.append(f".crosses[{k}]: {name} is a {tool.side} table already; crosses names the other side's tables")
+    if out or not spec.dual:
+        return out
+    allowed = [t.name for t in spec.tables if t.side == tool.side or t.name in tool.crosses]
+    db = sqlite3.connect(":memory:")
+    install_geography_function(db)
+    try:
+        for stmt in schema_statements_for(spec):
+            db.execute(stmt)
+        guard = StatementGuard(db, allowed)
+        statements = [(f".preconditions[{k}].sql", READ, p.sql) for k, p in enumerate(tool.preconditions)]
+        statements += [(f".effects[{k}]", EFFECT, s) for k, s in enumerate(tool.effects)]
+        statements.append((".returns.sql", READ, tool.returns_sql))
+        for where, role, sql in statements:
+            used = set(SQL_PARAM.findall(sql))
+            try:
+                guard.prepare(role, sql, {u: None for u in used})
+            except StatementRefused as exc:
+                out.append(f"{where}: a {tool.side} tool touches a table of the other side that crosses does not "
+                           f"name ({exc})")
+            except sqlite3.Error:
+                pass  # reported by the general statement check
+    except (sqlite3.Error, SpecError):
+        pass
+    finally:
+        db.close()
+    return out
+
+
+def schema_statements_for(spec: DomainSpec) -> list[str]:
+    from domains.ddl import schema_statements  # local: ddl imports this module's types
+
+    return schema_statements(spec)

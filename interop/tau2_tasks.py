@@ -19,7 +19,7 @@ from verifiers.types import VerifiableTask
 SOURCE_NAME = "tau2"
 # tau2's reward bases that our checks implement, and which check each becomes. A task's basis defaults, as in
 # tau2, to the final database and what was said.
-BASIS_CHECKS = {"DB": "execution", "COMMUNICATE": "fidelity"}
+BASIS_CHECKS = {"DB": "execution", "COMMUNICATE": "fidelity", "ENV_ASSERTION": "assertions", "ACTION": "actions"}
 DEFAULT_BASIS = ("DB", "COMMUNICATE")
 
 
@@ -58,13 +58,17 @@ def convert(domain: str, raw: dict[str, Any], seed: int = 0) -> ImportedTask:
     """One tau2 Task dict to an ``ImportedTask``; only the assistant's actions are gold calls. The task is judged
     by its own reward basis, as tau2 judges it: DB -> execution, COMMUNICATE -> fidelity."""
     criteria = raw.get("evaluation_criteria") or {}
-    calls = tuple(ToolCall(a["name"], dict(a.get("arguments") or {})) for a in criteria.get("actions") or []
-                  if a.get("requestor", "assistant") == "assistant")
+    setup, calls = dual_control_calls(raw)
+    if not setup:  # a single-control domain: only the assistant's actions are gold calls
+        calls = tuple(c for c, a in zip(calls, criteria.get("actions") or [])
+                      if a.get("requestor", "assistant") == "assistant")
     info = tuple(str(i) for i in criteria.get("communicate_info") or [])
     basis = [str(b) for b in criteria.get("reward_basis") or DEFAULT_BASIS]
     checks = [BASIS_CHECKS[b] for b in basis if b in BASIS_CHECKS]
     unsupported = tuple(b for b in basis if b not in BASIS_CHECKS)
-    task = VerifiableTask(domain, seed, calls, info, criteria=tuple(checks) or tuple(BASIS_CHECKS.values()))
+    task = VerifiableTask(domain, seed, calls, info, criteria=tuple(checks) or ("execution", "fidelity"),
+                          setup_calls=setup, env_assertions=tuple(criteria.get("env_assertions") or ()),
+                          actions=tuple(criteria.get("actions") or ()) if "ACTION" in basis else ())
     return ImportedTask(domain, str(raw["id"]), task, raw, unsupported)
 
 
@@ -77,3 +81,14 @@ def imported_tasks(spec: DomainSpec, seed: int = 0) -> list[ImportedTask]:
     if not isinstance(data, list):
         raise ValueError(f"{spec.name}: imported tasks must be a JSON list of tau2 tasks")
     return [convert(spec.name, raw, seed) for raw in data]
+
+
+def dual_control_calls(raw: dict[str, Any]) -> tuple[tuple[ToolCall, ...], tuple[ToolCall, ...]]:
+    """A dual-control (telecom) task's calls: its ``initial_state.initialization_actions`` as setup calls (each a
+    setup tool of the spec, whichever side tau2 runs it on), and its gold actions, the user's with side "user"."""
+    init = (raw.get("initial_state") or {}).get("initialization_actions") or []
+    setup = tuple(ToolCall(a["func_name"], dict(a.get("arguments") or {}), "setup") for a in init)
+    actions = (raw.get("evaluation_criteria") or {}).get("actions") or []
+    gold = tuple(ToolCall(a["name"], dict(a.get("arguments") or {}),
+                          "user" if a.get("requestor") == "user" else "agent") for a in actions)
+    return setup, gold

@@ -99,7 +99,7 @@ def _call(args: argparse.Namespace) -> int:
     if args.tool not in engine.tools:
         raise UsageError(f"{args.domain} has no tool {args.tool!r}; list them with: toolscale tools {args.domain}")
     with engine.fresh() as db:
-        result = db.call(args.tool, arguments)
+        result = db.call(args.tool, arguments, args.side)
     if result.ok:
         print(json.dumps(result.output, indent=2, ensure_ascii=False, default=str))
         return 0
@@ -186,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("domain")
     p.add_argument("tool")
     p.add_argument("--args", default="{}", help="the call's arguments as a JSON object")
+    p.add_argument("--side", choices=["agent", "user"], default="agent",
+                   help="who calls: the agent (default) or the user, on their own device (dual-control domains)")
     p.add_argument("--seed", type=seed, default=0)
     _domains_dir_arg(p)
     p.set_defaults(func=_call)

@@ -24,6 +24,7 @@ class ToolInfo:
     description: str
     parameters: list[Parameter]
     example: dict[str, Any] | None  # arguments of a call that succeeds on the seeded database (seed given)
+    side: str = "agent"  # who calls it: agent, user (on their own device) or setup (a task's initial state)
 
 
 @dataclass
@@ -56,14 +57,15 @@ def describe(domain: str, seed: int = 0) -> DomainTools:
         required = set(tool.parameters.get("required", []))
         params = [Parameter(name, _type_of(schema), name in required) for name, schema in props.items()]
         example = None
+        side = "setup" if tool.setup else tool.side
         for ex in tool.examples:
             if ex.get("expect") != "ok":
                 continue
             with engine.fresh() as db:
-                if db.call(tool.name, ex["arguments"]).ok:
+                if db.call(tool.name, ex["arguments"], side).ok:
                     example = dict(ex["arguments"])
                     break
-        tools.append(ToolInfo(tool.name, tool.kind, tool.description, params, example))
+        tools.append(ToolInfo(tool.name, tool.kind, tool.description, params, example, side))
     samples = {}
     with engine.fresh() as db:
         for table in spec.tables:
@@ -78,7 +80,8 @@ def render(info: DomainTools) -> str:
     lines = [f"{info.domain}: {len(info.tools)} tools (seed {info.seed})", ""]
     for tool in info.tools:
         params = ", ".join(f"{p.name}: {p.type}{'' if p.required else ' (optional)'}" for p in tool.parameters)
-        lines.append(f"{tool.name} [{tool.kind}]  {params or '(no parameters)'}")
+        whose = "" if tool.side == "agent" else f", {tool.side}"
+        lines.append(f"{tool.name} [{tool.kind}{whose}]  {params or '(no parameters)'}")
         lines.append(f"    {tool.description.strip().splitlines()[0] if tool.description.strip() else ''}")
         if tool.example is not None:
             args = json.dumps(tool.example, ensure_ascii=False)

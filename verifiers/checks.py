@@ -33,10 +33,21 @@ def execution_check(gold: Replay, candidate: Replay) -> Check:
     """Same end state: compare only rows that either run wrote."""
     touched = gold.writes | candidate.writes
     differing = sorted((k for k in touched if gold.db.row(k) != candidate.db.row(k)), key=repr)
+    spec = gold.db.engine.spec
     if differing:
         shown = ", ".join(f"{t}:{pk}" for t, pk in differing[:5])
-        return Check(False, f"{len(differing)} row(s) differ from the gold end state: {shown}")
-    return Check(True, f"same end state over {len(touched)} written row(s)")
+        return Check(False, f"{len(differing)} row(s) differ from the gold end state{_by_side(spec, differing)}: "
+                            f"{shown}")
+    return Check(True, f"same end state over {len(touched)} written row(s){_by_side(spec, touched)}")
+
+
+def _by_side(spec: Any, keys: Any) -> str:
+    """For a dual-control domain, how many of ``keys`` are the operator's and how many the user's device."""
+    if not spec.dual:
+        return ""
+    user = {t.name for t in spec.side_tables("user")}
+    on_device = sum(1 for t, _ in keys if t in user)
+    return f" (operator {len(keys) - on_device}, device {on_device})"
 
 
 def fidelity_check(communicate_info: tuple[str, ...], assistant_text: str) -> Check:

@@ -29,7 +29,7 @@ def mutants(engine: DomainEngine, gold_calls: tuple[ToolCall, ...], gold: Replay
             alt = alternative_value(engine, call, name, rng)
             if alt is _NONE:
                 continue
-            changed = ToolCall(call.name, {**call.arguments, name: alt})
+            changed = ToolCall(call.name, {**call.arguments, name: alt}, call.side)
             out.append(Mutant("change_argument",
                               f"call {i} ({call.name}): {name}={_show(call.arguments[name])} -> {_show(alt)}",
                               gold_calls[:i] + (changed,) + gold_calls[i + 1:], (i,)))

@@ -29,14 +29,18 @@ class Replay:
         self.db.close()
 
 
-def replay(engine: DomainEngine, calls: tuple[ToolCall, ...] | list[ToolCall]) -> Replay:
-    """Run ``calls`` in order; a call that is not a ``ToolCall`` (an agent's malformed output) is an error
-    result like any other bad call, never an exception."""
+def replay(engine: DomainEngine, calls: tuple[ToolCall, ...] | list[ToolCall],
+           setup: tuple[ToolCall, ...] = ()) -> Replay:
+    """Run ``calls`` in order, after the task's ``setup`` calls (its initial state; not part of the result); a
+    call that is not a ``ToolCall`` (an agent's malformed output) is an error result like any other bad call,
+    never an exception."""
     db = engine.fresh()
+    for c in setup:
+        db.call(c.name, c.arguments, "setup")
     results = []
     for c in calls if isinstance(calls, (tuple, list)) else ():
         if isinstance(c, ToolCall):
-            results.append(db.call(c.name, c.arguments))
+            results.append(db.call(c.name, c.arguments, c.side))
         else:
             results.append(ToolResult(False, error=f"not a tool call: {type(c).__name__}"))
     return Replay(db, results)

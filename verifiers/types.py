@@ -10,16 +10,18 @@ from domains.engine import ToolCall
 # Every check a trajectory gets, in the order reasons are reported. A task declares which of them decide
 # "solved" (its criteria); a synthesised task declares all four.
 CHECKS = ("execution", "fidelity", "completeness", "identification")
+# checks only a task that asks for them gets (tau2's ENV_ASSERTION and ACTION criteria: verifiers/assertions.py)
+EXTRA_CHECKS = ("assertions", "actions")
 
 
 def checked_criteria(criteria: Any) -> tuple[str, ...]:
     """The criteria as a tuple in CHECKS order; ValueError naming what is wrong otherwise."""
     if isinstance(criteria, str) or not isinstance(criteria, (list, tuple)) or not criteria:
         raise ValueError(f"criteria must be a non-empty list of {', '.join(CHECKS)}; got {criteria!r}")
-    unknown = [c for c in criteria if c not in CHECKS]
+    unknown = [c for c in criteria if c not in CHECKS + EXTRA_CHECKS]
     if unknown:
-        raise ValueError(f"unknown criteria {unknown!r}; known: {', '.join(CHECKS)}")
-    return tuple(c for c in CHECKS if c in criteria)
+        raise ValueError(f"unknown criteria {unknown!r}; known: {', '.join(CHECKS + EXTRA_CHECKS)}")
+    return tuple(c for c in CHECKS + EXTRA_CHECKS if c in criteria)
 
 
 @dataclass(frozen=True)
@@ -36,13 +38,19 @@ class VerifiableTask:
     identify_tools: tuple[str, ...] = ()
     # tau2's tasks declare a reward basis (final state and what was said); ours declare every check
     criteria: tuple[str, ...] = CHECKS
+    # a dual-control task's start (tau2's initialization_actions, as setup calls), its final-state assertions and
+    # the gold actions its ACTION criterion looks for (tau2's dicts: func_name/arguments/assert_value, and
+    # name/arguments/compare_args)
+    setup_calls: tuple[ToolCall, ...] = ()
+    env_assertions: tuple[dict[str, Any], ...] = ()
+    actions: tuple[dict[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "criteria", checked_criteria(self.criteria))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VerifiableTask:
-        calls = tuple(ToolCall(c["name"], dict(c.get("arguments", {}))) for c in data["gold_calls"])
+        calls = tuple(ToolCall(c["name"], dict(c.get("arguments", {})), c.get("side", "agent")) for c in data["gold_calls"])
         user = tuple(data["user"]) if data.get("user") else None
         return cls(data["domain"], int(data.get("seed", 0)), calls, tuple(data.get("communicate_info", ())),
                    user, tuple(data.get("identify_tools", ())),  # type: ignore[arg-type]
@@ -84,6 +92,8 @@ class Verdict:
     completeness: Check
     identification: Check = Check(True, "the task names no user to identify")
     criteria: tuple[str, ...] = CHECKS  # the checks that decide "solved" (the task's own)
+    assertions: Check = Check(True, "the task asserts nothing on the final state")
+    actions: Check = Check(True, "the task names no gold action to look for")
 
     @property
     def solved(self) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from domains.engine import DomainEngine
 from domains.registry import get_engine
+from verifiers.assertions import actions_check, assertions_check
 from verifiers.checks import completeness_check, execution_check, fidelity_check, identification_check
 from verifiers.mutation import mutants
 from verifiers.replay import Replay, replay
@@ -23,8 +24,8 @@ def verify(task: VerifiableTask, trajectory: Trajectory, engine: DomainEngine | 
     """Execution, fidelity and completeness of one trajectory, each with its reason."""
     engine = engine or engine_for(task)
     own_gold = gold is None
-    gold = gold or replay(engine, task.gold_calls)
-    candidate = replay(engine, trajectory.calls)
+    gold = gold or replay(engine, task.gold_calls, task.setup_calls)
+    candidate = replay(engine, trajectory.calls, task.setup_calls)
     try:
         writes = {t.name for t in engine.spec.tools if t.kind == "write"}
         return Verdict(execution=execution_check(gold, candidate),
@@ -32,7 +33,9 @@ def verify(task: VerifiableTask, trajectory: Trajectory, engine: DomainEngine | 
                        completeness=completeness_check(gold, candidate),
                        identification=identification_check(task.user, task.identify_tools, trajectory.calls,
                                                            candidate, writes),
-                       criteria=task.criteria)
+                       criteria=task.criteria,
+                       assertions=assertions_check(candidate.db, task.env_assertions),
+                       actions=actions_check(task.actions, trajectory.calls))
     finally:
         candidate.close()
         if own_gold:
@@ -63,7 +66,7 @@ def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> Task
     (``MutationReport.unjudged``): they end in the gold state by construction. Neither are mutants that only
     drop or change a calculation (a call that reads and writes no row): no state or read check can see it."""
     engine = engine or engine_for(task)
-    gold = replay(engine, task.gold_calls)
+    gold = replay(engine, task.gold_calls, task.setup_calls)
     try:
         failures = [f"call {i} ({c.name}): {r.error}" for i, (c, r) in enumerate(zip(task.gold_calls, gold.results))
                     if not r.ok]

@@ -100,17 +100,24 @@ def policy_markdown(spec: DomainSpec) -> str:
              f"The current date and time is {spec.now.replace('T', ' ')}.", ""]
     if spec.policy.strip():
         lines += ["## Policy", "", spec.policy.strip(), ""]
+    if spec.policy_sources:  # tau2's telecom: its policy and manual, read where the package installed them
+        from domains.external import policy_text
+
+        lines += [policy_text(spec).removeprefix(spec.policy).strip(), ""]
     lines += ["## Write operations", "",
               "Each check below runs before the operation; when one fails the operation fails with that message "
               "({placeholders} are filled from the call's arguments). The rules the agent must apply itself are "
               "not among them: the policy above lists those, and the tools will not stop you.", ""]
-    for tool in (t for t in spec.tools if t.kind == "write"):
+    for tool in (t for t in spec.tools if t.kind == "write" and t.side == "agent" and not t.setup):
         lines += [f"### {tool.name}", "", tool.description.strip(), ""]
         checked = [p for p in tool.preconditions if p.enforced_by != "policy"]
         lines += [f"- {p.error}" + (f" (rule {p.rule})" if p.rule else "") for p in checked] or ["- (no checks)"]
         lines.append("")
     lines += ["## Tools", ""]
-    lines += [f"- `{t.name}` ({t.kind}): {t.description.strip()}" for t in spec.tools]
+    lines += [f"- `{t.name}` ({t.kind}): {t.description.strip()}" for t in spec.side_tools("agent")]
+    if spec.dual:  # the agent cannot call these; it asks the user to, and the user tells it what they see
+        lines += ["", "## The user's own tools (on their device)", ""]
+        lines += [f"- `{t.name}` ({t.kind}): {t.description.strip()}" for t in spec.side_tools("user")]
     return "\n".join(lines) + "\n"
 
 
