@@ -227,7 +227,8 @@ def test_a_users_domain_folder_is_discovered(tmp_path: Path) -> None:
     (own / "skyline.yaml").write_text(src.replace("name: weather", "name: skyline", 1))
     out = run_cli("domains", "--json", "--domains-dir", str(tmp_path / "mine"))
     assert out.returncode == 0, out.stderr
-    assert [r["domain"] for r in json.loads(out.stdout)][-1] == "skyline"
+    rows = {r["domain"]: r for r in json.loads(out.stdout)}
+    assert "skyline" in rows and "weather" in rows, sorted(rows)  # listed beside the shipped ones
     call = run_cli("call", "skyline", "get_alert", "--args", '{"alert_id": "AL0002"}',
                    env={"TOOLSCALE_DOMAINS_DIR": str(tmp_path / "mine")})
     assert call.returncode == 0 and json.loads(call.stdout)["alert_id"] == "AL0002", call.stderr
