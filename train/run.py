@@ -245,6 +245,8 @@ def _already_finished(recorder: _Recorder, progress: Callable[[str], None]) -> T
     if previous is not None and previous["status"] == "finished":
         stored = read_training_steps(recorder.cfg.warehouse, recorder.run_id)
         diagnosis = diagnose_steps(stored, recorder.profile.grpo.min_group_std)
+        for line in diagnosis:
+            progress(f"diagnosis: {line}")
         return TrainRunResult(previous, stored, 0, run_markdown(previous, stored, diagnosis))
     # no training in this attempt: the resume count and origin stay those of the attempts that trained
     recorder.run.update(resumes=previous["resumes"] if previous else 0,

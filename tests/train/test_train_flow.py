@@ -128,8 +128,10 @@ def test_kill_9_after_the_first_checkpoint_then_a_rerun_resumes_from_it(
 def test_cpu_smoke_deployment_trains_on_a_real_server_through_a_process_worker(snapshot_warehouse: str,
                                                                               smollm2_path: str,
                                                                               tmp_path: Path) -> None:
+    warehouse = str(tmp_path / "wh.duckdb")
+    shutil.copyfile(snapshot_warehouse, warehouse)  # this run's records stay out of the shared snapshot
     with prefect_stack(tmp_path, deploy=("--all",), port=int(os.environ.get("TOOLSCALE_TEST_PREFECT_PORT") or 0) or None, health_s=90, deploy_timeout=180) as stack:
-        params = {"warehouse": snapshot_warehouse, "output_root": str(tmp_path / "train"),
+        params = {"warehouse": warehouse, "output_root": str(tmp_path / "train"),
                   "work_dir": str(MODEL_CACHE)}
         stack.cli("deployment", "run", "train-orchestrator/cpu-smoke", "--params", json.dumps(params),
                  "--watch", "--watch-interval", "2", "--watch-timeout", str(JOB_TIMEOUT),
@@ -146,10 +148,10 @@ def test_cpu_smoke_deployment_trains_on_a_real_server_through_a_process_worker(s
             stack.worker_log()
         assert h100.parameters["profile"] == "h100" and h100.work_pool_name == smoke.work_pool_name
 
-        run = _only_run(snapshot_warehouse, tmp_path / "train")
+        run = _only_run(warehouse, tmp_path / "train")
         assert run is not None and run["profile"] == "cpu-smoke" and run["resumes"] == 0
-        _check_recorded(snapshot_warehouse, run)
+        _check_recorded(warehouse, run)
         (artifact,) = artifacts
         assert artifact.type == "markdown" and run["run_id"] in artifact.data
         assert run["reward_curve_png"] in artifact.data and "| 2 |" in artifact.data
-        _plays_an_episode(run["final_checkpoint"], snapshot_warehouse)
+        _plays_an_episode(run["final_checkpoint"], warehouse)
