@@ -157,8 +157,9 @@ class Task:
                               **({"role": self.persona.role} if self.persona else {})},
             "initial_state": self._initial_state(),
             "evaluation_criteria": {
-                "actions": [{"action_id": f"{self.task_id}-{i}", "requestor": "user" if c.side == "user" else "assistant",
-                             "name": c.name, "arguments": c.arguments, "info": None, "compare_args": None}
+                "actions": [{"action_id": f"{self.task_id}-{i}",
+                             "requestor": "user" if c.side == "user" else "assistant", "name": c.name,
+                             "arguments": c.arguments, "info": None, "compare_args": None}
                             for i, c in enumerate(self.gold_calls)],
                 "communicate_info": list(self.communicate_info),
                 "nl_assertions": None,

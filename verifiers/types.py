@@ -86,7 +86,8 @@ def _dual_control(data: dict[str, Any]) -> tuple[tuple[ToolCall, ...], tuple[dic
     """The setup calls, env assertions and actions a task dict or stored contract holds (none: all empty)."""
     setup = tuple(ToolCall(c["name"], dict(c.get("arguments") or {}), c.get("side", "setup"))
                   for c in data.get("setup_calls") or ())
-    return setup, tuple(dict(a) for a in data.get("env_assertions") or ()), tuple(dict(a) for a in data.get("actions") or ())
+    assertions = tuple(dict(a) for a in data.get("env_assertions") or ())
+    return setup, assertions, tuple(dict(a) for a in data.get("actions") or ())
 
 
 @dataclass(frozen=True)

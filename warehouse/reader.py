@@ -68,7 +68,8 @@ def list_snapshots(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return out
 
 
-def gold_calls(con: duckdb.DuckDBPyConnection, snapshot_id: str, task_id: str | None = None) -> dict[str, list[ToolCall]]:
+def gold_calls(con: duckdb.DuckDBPyConnection, snapshot_id: str,
+               task_id: str | None = None) -> dict[str, list[ToolCall]]:
     """Each task's gold calls in order (one task's with ``task_id``), each with its side: a user call of a
     dual-control task has side "user"; a warehouse written before sides were stored has agent calls only."""
     columns = {r[0] for r in con.execute("DESCRIBE gold_calls").fetchall()}
