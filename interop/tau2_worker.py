@@ -9,7 +9,8 @@ whole run (tau2's import costs seconds). It imports only the standard library an
 - ``{"op": "evaluate", "domain": d, "task_id": id, "calls": [...], "text": s}``: tau2's ``evaluate_simulation``
   (EvaluationType.ALL) on a trajectory of those calls followed by one assistant message ``text``.
 - ``{"op": "time", "domain": d, "calls": [...], "repeat": n}``: seconds for n x (fresh environment, replay,
-  DB hash), tau2's own gold replay, measured here so that process start and pipes are not counted.
+  DB hashes), tau2's own gold replay, measured here so that process start and pipes are not counted. A call may
+  carry ``side`` ("user"; "setup" with ``env``, "user" or "assistant": an initialization action).
 - ``{"op": "initial", "domain": d}``: the initial database as JSON (``model_dump``).
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from tau2.data_model.message import AssistantMessage, ToolCall
 from tau2.data_model.simulation import SimulationRun, TerminationReason
+from tau2.data_model.tasks import EnvFunctionCall
 from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 from tau2.registry import registry
 
@@ -51,10 +53,18 @@ def _initial(domain: str) -> dict[str, Any]:
 
 
 def _run(env: Any, calls: list[dict[str, Any]]) -> list[str | None]:
+    """Each call as tau2's evaluator replays a gold: by the assistant, or by the user (``side: "user"``); a setup call
+    (``side: "setup"``, a task's initialization action) runs on the toolkit its ``env`` names, as ``set_state`` does."""
     errors: list[str | None] = []
     for call in calls:
         try:
-            env.make_tool_call(call["name"], requestor="assistant", **call["arguments"])
+            side = call.get("side", "agent")
+            if side == "setup":
+                env.run_env_function_call(EnvFunctionCall(env_type=call.get("env", "user"), func_name=call["name"],
+                                                          arguments=call["arguments"]))
+            else:
+                env.make_tool_call(call["name"], requestor="user" if side == "user" else "assistant",
+                                   **call["arguments"])
             errors.append(None)
         except Exception as exc:  # noqa: BLE001 - any failure of a tool is data to report
             errors.append(f"{type(exc).__name__}: {exc}")
@@ -94,6 +104,7 @@ def timed(req: dict[str, Any]) -> dict[str, Any]:
         env = _env(req["domain"])
         _run(env, req["calls"])
         env.get_db_hash()
+        env.get_user_db_hash()  # None without a user's state; tau2's evaluator hashes both for every domain
         seconds.append(time.perf_counter() - tick)
     return {"seconds": seconds}
 

@@ -54,6 +54,7 @@ class RegenerateConfig:
     warehouse: str = field(default_factory=default_warehouse)
     work_dir: str = "work"
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # processes for shards (local runs)
+    imported_limit: int | None = None  # only the first N imported tasks of each importing domain (None: all)
 
     def requested(self) -> dict[str, int]:
         known = available_domains()
@@ -68,6 +69,8 @@ class RegenerateConfig:
         ident = asdict(self)
         for key in ("warehouse", "work_dir", "workers"):
             ident.pop(key)
+        if self.imported_limit is None:  # the default leaves every earlier configuration's hash as it was
+            ident.pop("imported_limit")
         ident["domains"] = sorted(self.domains)
         ident["code_version"] = code_version()
         # a user's own domain is not covered by the code version: its spec's hash decides its data instead
@@ -147,7 +150,7 @@ def initial_plan(cfg: RegenerateConfig) -> list[ShardConfig]:
         shards = max(1, math.ceil(n / (cfg.base_per_shard * TASKS_PER_BASE)))
         plan += [cfg.shard(domain, i) for i in range(shards)]
         if get_spec(domain).imported_tasks is not None:  # its imported tasks come on top of the requested count
-            plan.append(replace(cfg.shard(domain, 0), imported=True))
+            plan.append(replace(cfg.shard(domain, 0), imported=True, imported_limit=cfg.imported_limit))
     return plan
 
 

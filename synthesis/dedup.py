@@ -11,6 +11,7 @@ set.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from collections import defaultdict
@@ -59,8 +60,18 @@ def embed_minilm(texts: Sequence[str]) -> np.ndarray:
     return np.stack([_embedded[t] for t in texts]) if texts else np.zeros((0, 384), dtype="float32")
 
 
+def gold_identity(record: dict[str, Any]) -> str:
+    """The gold calls, and for a dual-control task the start and final state it is judged on as well (tau2's telecom
+    has tasks with one gold and one instruction, each from its own broken phone)."""
+    contract = record.get("verification") or {}
+    start = {k: contract[k] for k in ("setup_calls", "env_assertions", "actions") if contract.get(k)}
+    if not start:
+        return record["canonical_gold"]
+    return record["canonical_gold"] + "\x00" + json.dumps(start, sort_keys=True, ensure_ascii=False, default=str)
+
+
 def exact_key(record: dict[str, Any]) -> str:
-    return hashlib.sha256((record["domain"] + "\x00" + record["canonical_gold"] + "\x00" +
+    return hashlib.sha256((record["domain"] + "\x00" + gold_identity(record) + "\x00" +
                            record["instruction"]).encode()).hexdigest()
 
 
@@ -84,7 +95,7 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
             counts["exact_duplicate"] += 1
             continue
         seen[key] = rec["task_id"]
-        groups[(rec["domain"], rec["canonical_gold"])].append(rec)
+        groups[(rec["domain"], gold_identity(rec))].append(rec)
     roots = _roots(records)
     # a group whose tasks all descend from one base holds variants, never duplicates: nothing to embed
     collisions = [g for g in groups.values() if len({roots[r["task_id"]] for r in g}) > 1]
@@ -182,7 +193,7 @@ def pairwise_dedup(records: list[dict[str, Any]], threshold: float, embed: Embed
         family = _lineage(rec["task_id"], parents)
         if earlier:
             sims = vectors[earlier] @ vectors[i]
-            if any(accepted[j]["canonical_gold"] == rec["canonical_gold"]
+            if any(gold_identity(accepted[j]) == gold_identity(rec)
                    and not family & _lineage(accepted[j]["task_id"], parents)
                    for j, sim in zip(earlier, sims) if sim >= threshold):
                 rejected[rec["task_id"]] = "near_duplicate"

@@ -37,6 +37,7 @@ class ShardConfig:
     evolve_probability: float = 0.7
     kill_threshold: float = 0.9
     imported: bool = False  # this shard verifies the domain's imported tasks (e.g. tau2's) instead of sampling
+    imported_limit: int | None = None  # an import shard verifies only the first N (None: all)
     # "reject": a value with no source rejects the task (and planning skips such goals); "report": only recorded
     derivability: str = "reject"
 

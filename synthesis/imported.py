@@ -55,7 +55,8 @@ def imported_record(task: ImportedTask, cfg: ShardConfig) -> dict[str, Any]:
 def import_shard(cfg: ShardConfig) -> dict[str, Any]:
     """Every imported task of ``cfg.domain``, verified, as one shard result."""
     started, cpu = time.perf_counter(), time.thread_time()
-    records = [imported_record(t, cfg) for t in imported_tasks(get_spec(cfg.domain), cfg.seed)]
+    tasks = imported_tasks(get_spec(cfg.domain), cfg.seed)[: cfg.imported_limit]
+    records = [imported_record(t, cfg) for t in tasks]
     return {"shard": asdict(cfg), "shard_id": cfg.shard_id, "records": records, "sampling_failures": 0,
             "seconds": round(time.perf_counter() - started, 3),
             "cpu_s": {"verification": round(time.thread_time() - cpu, 4)}}  # importing is checking tau2's tasks

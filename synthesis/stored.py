@@ -19,7 +19,7 @@ from synthesis.persona import stored_persona
 from synthesis.requests import Request
 from synthesis.task import STYLE, Task
 from verifiers.types import VerifiableTask
-from warehouse.reader import connect_readonly, resolve_snapshot, task_contracts
+from warehouse.reader import connect_readonly, gold_calls, resolve_snapshot, task_contracts
 
 
 @dataclass
@@ -62,7 +62,9 @@ def from_tau2(task_id: str, domain: str, seed: int, tau2: dict[str, object],
     persona = stored_persona(tau2.get("user_scenario")) if verifiable.user else None  # type: ignore[arg-type]
     return StoredTask(domain=domain, seed=seed, requests=[request], style=style, distractors=distractors,
                       persona=persona, user=verifiable.user, identify_tools=verifiable.identify_tools,
-                      criteria=verifiable.criteria, stored_id=task_id, text=ins["reason_for_call"])
+                      criteria=verifiable.criteria, setup_calls=verifiable.setup_calls,
+                      env_assertions=verifiable.env_assertions, actions=verifiable.actions, stored_id=task_id,
+                      text=ins["reason_for_call"])
 
 
 def sample_snapshot(warehouse: str | Path, n: int, *, seed: int = 0, snapshot: str = "latest",
@@ -79,9 +81,7 @@ def sample_snapshot(warehouse: str | Path, n: int, *, seed: int = 0, snapshot: s
         contracts = task_contracts(con, sid)
         tasks = []
         for task_id, domain, task_seed, tau2_json, communicate_json in picked:
-            calls = [ToolCall(name, json.loads(args)) for name, args in con.execute(
-                "SELECT name, arguments_json FROM gold_calls WHERE snapshot_id = ? AND task_id = ? ORDER BY position",
-                [sid, task_id]).fetchall()]
+            calls = gold_calls(con, sid, task_id).get(task_id, [])
             tasks.append(from_tau2(task_id, domain, int(task_seed), json.loads(tau2_json), calls,
                                    json.loads(communicate_json), contracts.get(task_id)))
     finally:

@@ -41,6 +41,11 @@ class Task:
     identify_tools: tuple[str, ...] = ()
     criteria: tuple[str, ...] = CHECKS  # the checks that decide "solved" (a stored tau2 task keeps its own)
     now: str | None = None  # the domain's clock (spec ``now``): a greeting says the part of the day it shows
+    # dual control (telecom): the calls that set up the start (tau2's initialization_actions), the assertions on
+    # the final state (ENV_ASSERTION) and the actions that must be called (ACTION); empty for every other domain
+    setup_calls: tuple[ToolCall, ...] = ()
+    env_assertions: tuple[dict[str, Any], ...] = ()
+    actions: tuple[dict[str, Any], ...] = ()
 
     @property
     def gold_calls(self) -> tuple[ToolCall, ...]:
@@ -56,7 +61,7 @@ class Task:
 
     def verifiable(self) -> VerifiableTask:
         return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info, self.user,
-                              self.identify_tools, self.criteria)
+                              self.identify_tools, self.criteria, self.setup_calls, self.env_assertions, self.actions)
 
     @property
     def notes(self) -> list[str]:
@@ -130,8 +135,11 @@ class Task:
 
     def content_hash(self) -> str:
         """Identity of a task's content: domain, seed, gold calls, what must be said, the instruction."""
-        blob = json.dumps([self.domain, self.seed, self.canonical_gold(), self.communicate_info,
-                           self.instruction_text()], ensure_ascii=False, default=str)
+        parts: list[Any] = [self.domain, self.seed, self.canonical_gold(), self.communicate_info,
+                            self.instruction_text()]
+        if self.setup_calls or self.env_assertions or self.actions:  # only a dual-control task: others keep their id
+            parts.append([[c.to_dict() for c in self.setup_calls], list(self.env_assertions), list(self.actions)])
+        blob = json.dumps(parts, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     @property
@@ -147,16 +155,40 @@ class Task:
             "user_scenario": {"persona": self.persona.describe() if self.persona else None,
                               "instructions": self.instructions(),
                               **({"role": self.persona.role} if self.persona else {})},
-            "initial_state": None,
+            "initial_state": self._initial_state(),
             "evaluation_criteria": {
-                "actions": [{"action_id": f"{self.task_id}-{i}", "requestor": "assistant", "name": c.name,
+                "actions": [{"action_id": f"{self.task_id}-{i}",
+                             "requestor": "user" if c.side == "user" else "assistant", "name": c.name,
                              "arguments": c.arguments, "info": None, "compare_args": None}
                             for i, c in enumerate(self.gold_calls)],
                 "communicate_info": list(self.communicate_info),
                 "nl_assertions": None,
                 "reward_basis": ["DB", "COMMUNICATE"] if self.communicate_info else ["DB"],
+                **self._dual_control_criteria(),
             },
         }
+
+    def _initial_state(self) -> dict[str, Any] | None:
+        """tau2's ``initial_state``: the setup calls as initialization actions, each on the toolkit (env) of the side
+        whose table its tool sets; None for a task without setup calls."""
+        if not self.setup_calls:
+            return None
+        from domains.registry import get_spec  # local, as in relevant_policies
+
+        spec = get_spec(self.domain)
+        device = {t.name for t in spec.side_tables("user")}
+        tools = {t.name: t for t in spec.tools}
+        return {"initialization_data": None, "initialization_actions": [
+            {"env_type": "user" if c.name in tools and tools[c.name].entity in device else "assistant",
+             "func_name": c.name, "arguments": c.arguments} for c in self.setup_calls]}
+
+    def _dual_control_criteria(self) -> dict[str, Any]:
+        """A dual-control task's env assertions, and its reward basis from its criteria; nothing for other tasks."""
+        if not (self.setup_calls or self.env_assertions or self.actions):
+            return {}
+        basis = {"execution": "DB", "fidelity": "COMMUNICATE", "assertions": "ENV_ASSERTION", "actions": "ACTION"}
+        return {"env_assertions": list(self.env_assertions),
+                "reward_basis": [basis[c] for c in self.criteria if c in basis]}
 
     def relevant_policies(self) -> str | None:
         """The written rules that decided this task's requests, one ``[id] sentence`` a line (None: none)."""

@@ -34,7 +34,7 @@ from train.rewards import Preference, RolloutStats
 from train.tasks import DEFAULT_PRICE, TrainingTask
 from train.tools import CodeInterpreterTool, DomainTool, LocalSearchTool, Tool, ToolCatalog, domain_tools
 from train.turns import MAX_CALLS_PER_TURN, parse_turn
-from train.user_sim import UserSimulator, is_stop, opening_message
+from train.user_sim import Device, UserSimulator, is_stop, opening_message
 from verifiers.types import Trajectory
 from verifiers.verify import verify
 
@@ -167,7 +167,7 @@ class Environment:
         candidates += ["local_search"] if self.config.local_search else []
         candidates += ["code_interpreter"] if self.config.code_interpreter else []
         candidates += self.experts.aliases if self.experts else []
-        needed = {c.name for c in task.gold_calls}
+        needed = {c.name for c in task.gold_calls if c.side == "agent"}  # the user makes its own calls
         draw = draw_instance(task.task_id, candidates, needed, self.schedules, self.config.run_seed,
                              self.config.mode, self.config.subset_tools)
         if task.schedule_id and self.schedules is not None:
@@ -189,7 +189,7 @@ class Environment:
         spec = get_spec(task.domain)
         allowed = role_tools(task)
         if allowed is not None:  # the gold's tools always stay, whatever the role lists
-            allowed = tuple(dict.fromkeys([*allowed, *(c.name for c in task.gold_calls)]))
+            allowed = tuple(dict.fromkeys([*allowed, *(c.name for c in task.gold_calls if c.side == "agent")]))
         domain = domain_tools(db, allowed)
         draw = self.draw(task, [t.name for t in domain])
         pool: list[Tool] = [*domain]
@@ -209,6 +209,8 @@ class Environment:
         """A session on a fresh copy of the task's database; the caller plays it and then calls ``close``."""
         db = get_engine(task.domain, task.seed).fresh()
         try:
+            for call in task.verifiable().setup_calls:  # the task's start (tau2's initialization actions)
+                db.call(call.name, call.arguments, "setup")
             return Session(self, task, self.instance(task, db), user, db)
         except BaseException:
             db.close()
@@ -265,6 +267,9 @@ class Session:
         self.awaiting_user: str | None = None  # the agent's message the user has not answered yet
         self._result: EpisodeResult | None = None
         self.started = time.monotonic()
+        bind = getattr(user, "bind_device", None)
+        if bind is not None and db.engine.spec.side_tools("user"):  # the user's calls join the agent's, in order
+            bind(Device(db, self.domain_calls.append))
 
     @property
     def done(self) -> bool:

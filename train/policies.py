@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from inference.client import LLMClient
 from train.tasks import TrainingTask
+from train.user_sim import ask_to_act
 
 
 class Policy(Protocol):
@@ -34,7 +35,7 @@ class OraclePolicy:
         if self.position < len(self.task.gold_calls):
             call = self.task.gold_calls[self.position]
             self.position += 1
-            return tool_call_text(call.name, call.arguments)
+            return ask_to_act(call) if call.side == "user" else tool_call_text(call.name, call.arguments)
         return ("All done. " + " ".join(self.task.communicate_info)).strip()
 
 
@@ -81,7 +82,7 @@ class DialogueOracle:
                 if missing:
                     return ask_for(missing)
             self.position += 1
-            return tool_call_text(call.name, call.arguments)
+            return ask_to_act(call) if call.side == "user" else tool_call_text(call.name, call.arguments)
         said = "; ".join(self.task.communicate_info)
         return f"Everything you asked for is done. {said}." if said else "Everything you asked for is done."
 

@@ -12,7 +12,7 @@ from domains.registry import get_spec
 from synthesis.persona import scenario_role
 from train.splits import check_split, snapshot_splits
 from verifiers.types import VerifiableTask
-from warehouse.reader import WarehouseError, connect_readonly, resolve_snapshot, task_contracts
+from warehouse.reader import WarehouseError, connect_readonly, gold_calls, resolve_snapshot, task_contracts
 
 
 @dataclass(frozen=True)
@@ -100,11 +100,7 @@ def load_training_set(warehouse: str | Path, snapshot: str = "latest", domains: 
         rule = snapshot_splits(con, snapshot_id, [r[0] for r in rows])
         splits = {"split": split, "rule": rule.rule, **rule.sizes([r[0] for r in rows])}
         rows = [r for r in rows if split is None or rule.of(r[0]) == split][:limit or None]
-        gold: dict[str, list[ToolCall]] = {}
-        for task_id, name, args in con.execute(
-                "SELECT task_id, name, arguments_json FROM gold_calls WHERE snapshot_id = ? ORDER BY task_id, position",
-                [snapshot_id]).fetchall():
-            gold.setdefault(task_id, []).append(ToolCall(name, json.loads(args)))
+        gold = gold_calls(con, snapshot_id)
         contracts = task_contracts(con, snapshot_id)
         tasks = [TrainingTask(tid, dom, int(seed), instr, tuple(gold.get(tid, ())), tuple(json.loads(info or "[]")),
                               user_scenario=json.loads(tau2 or "{}").get("user_scenario"), contract=contracts.get(tid))

@@ -1,15 +1,21 @@
 """The simulated user of an episode, in two modes: ``scripted`` (deterministic, from the task's known facts) and
 ``llm`` (any endpoint, prompted with the task's user scenario as tau2's user simulator is).
 
-The user opens with the task's request, answers what the agent says, and ends the episode by writing ``STOP``.
+The user opens with the task's request, answers what the agent says, and ends the episode by writing ``STOP``. In a
+dual-control domain (telecom) the user also acts on their own device when the agent asks: the scripted user runs
+each of its own tools (side ``user``) that the agent's message names, with the JSON object written after the name
+as arguments ("please run toggle_airplane_mode {} on your phone"), and tells the agent what it saw.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from domains.engine import Database, ToolCall, ToolResult
 from inference.client import LLMClient
 from train.tasks import TrainingTask
 
@@ -59,17 +65,70 @@ def _sentence(parts: list[str]) -> str:
 
 
 @dataclass
+class Device:
+    """The user's own tools on the episode's database (the spec's side ``user`` tools, and no other): what a user
+    simulator does when the agent asks it to act on the phone. Every call is handed to ``record`` (with side
+    ``user``), so the verdict replays it where it happened among the agent's calls."""
+
+    db: Database
+    record: Callable[[ToolCall], None]
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.db.engine.spec.side_tools("user"))
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        call = ToolCall(name, arguments, "user")
+        self.record(call)
+        return self.db.call(name, arguments, "user")
+
+    def requested(self, message: str) -> list[tuple[str, dict[str, Any]]]:
+        """The user tools ``message`` names, in the order it names them, each with the JSON object written right
+        after its name as arguments ({} when there is none or it does not parse)."""
+        found = []
+        for name in self.tools:
+            for match in re.finditer(rf"(?<![\w]){re.escape(name)}(?![\w])", message):
+                found.append((match.start(), name, _arguments_after(message, match.end())))
+        return [(name, args) for _, name, args in sorted(found, key=lambda f: f[0])]
+
+
+def _arguments_after(message: str, at: int) -> dict[str, Any]:
+    rest = message[at:].lstrip()
+    if not rest.startswith("{"):
+        return {}
+    try:
+        value, _ = json.JSONDecoder().raw_decode(rest)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def ask_to_act(call: ToolCall) -> str:
+    """What an agent says to have the user make ``call`` on their own device (what the scripted user acts on)."""
+    return (f"Please do this on your phone: {call.name} {json.dumps(call.arguments, ensure_ascii=False)}, "
+            f"and tell me what you see.")
+
+
+@dataclass
 class ScriptedUser:
     """Deterministic user: opens with the request; a question is answered, in the first person, with the known facts
     whose words it mentions (all facts not yet given when it mentions none); anything else ends the conversation."""
 
     task: TrainingTask
     given: set[str] = field(default_factory=set)
+    device: Device | None = None  # a dual-control domain's episode binds the user's own tools (bind_device)
+
+    def bind_device(self, device: Device) -> None:
+        self.device = device
 
     def opening(self) -> str:
         return opening_message(self.task)
 
     def reply(self, agent_message: str) -> str:
+        requested = self.device.requested(agent_message) if self.device is not None else []
+        if requested:  # asked to act on the phone: do it, and say what the phone showed
+            return " ".join(f"I did {name} on my phone; it shows: {self.device.call(name, args).to_json()}"
+                            for name, args in requested)  # type: ignore[union-attr]
         if "?" not in agent_message:
             return f"Thank you, that is all. {STOP}"
         facts = self.task.known_facts

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from domains.engine import Database, DomainEngine, RowKey, ToolCall, ToolResult
 
@@ -11,6 +11,7 @@ from domains.engine import Database, DomainEngine, RowKey, ToolCall, ToolResult
 class Replay:
     db: Database
     results: list[ToolResult]
+    setup_results: list[ToolResult] = field(default_factory=list)  # the task's setup calls (its initial state)
 
     @property
     def writes(self) -> set[RowKey]:
@@ -35,12 +36,11 @@ def replay(engine: DomainEngine, calls: tuple[ToolCall, ...] | list[ToolCall],
     call that is not a ``ToolCall`` (an agent's malformed output) is an error result like any other bad call,
     never an exception."""
     db = engine.fresh()
-    for c in setup:
-        db.call(c.name, c.arguments, "setup")
+    setup_results = [db.call(c.name, c.arguments, "setup") for c in setup]
     results = []
     for c in calls if isinstance(calls, (tuple, list)) else ():
         if isinstance(c, ToolCall):
             results.append(db.call(c.name, c.arguments, c.side))
         else:
             results.append(ToolResult(False, error=f"not a tool call: {type(c).__name__}"))
-    return Replay(db, results)
+    return Replay(db, results, setup_results)

@@ -54,13 +54,22 @@ class VerifiableTask:
         user = tuple(data["user"]) if data.get("user") else None
         return cls(data["domain"], int(data.get("seed", 0)), calls, tuple(data.get("communicate_info", ())),
                    user, tuple(data.get("identify_tools", ())),  # type: ignore[arg-type]
-                   tuple(data.get("criteria") or CHECKS))
+                   tuple(data.get("criteria") or CHECKS), *_dual_control(data))
 
     def contract(self) -> dict[str, Any]:
         """What the verifier needs beyond the gold calls and communicate_info, as stored with a published task
-        (warehouse ``tasks.verification_json``) so that the RL reward judges exactly as admission did."""
-        return {"criteria": list(self.criteria), "user": list(self.user) if self.user else None,
-                "identify_tools": list(self.identify_tools)}
+        (warehouse ``tasks.verification_json``) so that the RL reward judges exactly as admission did. A
+        dual-control task adds its setup calls, assertions and actions; a task without them keeps the old shape
+        (and the bytes every snapshot already stored)."""
+        out: dict[str, Any] = {"criteria": list(self.criteria), "user": list(self.user) if self.user else None,
+                               "identify_tools": list(self.identify_tools)}
+        if self.setup_calls:
+            out["setup_calls"] = [c.to_dict() for c in self.setup_calls]
+        if self.env_assertions:
+            out["env_assertions"] = [dict(a) for a in self.env_assertions]
+        if self.actions:
+            out["actions"] = [dict(a) for a in self.actions]
+        return out
 
     def with_contract(self, contract: dict[str, Any] | None) -> VerifiableTask:
         """This task with a stored contract applied; ``None`` (a snapshot written before contracts): unchanged."""
@@ -68,7 +77,17 @@ class VerifiableTask:
             return self
         user = tuple(contract["user"]) if contract.get("user") else None
         return VerifiableTask(self.domain, self.seed, self.gold_calls, self.communicate_info, user,  # type: ignore[arg-type]
-                              tuple(contract.get("identify_tools") or ()), tuple(contract.get("criteria") or CHECKS))
+                              tuple(contract.get("identify_tools") or ()), tuple(contract.get("criteria") or CHECKS),
+                              *_dual_control(contract))
+
+
+def _dual_control(data: dict[str, Any]) -> tuple[tuple[ToolCall, ...], tuple[dict[str, Any], ...],
+                                                  tuple[dict[str, Any], ...]]:
+    """The setup calls, env assertions and actions a task dict or stored contract holds (none: all empty)."""
+    setup = tuple(ToolCall(c["name"], dict(c.get("arguments") or {}), c.get("side", "setup"))
+                  for c in data.get("setup_calls") or ())
+    assertions = tuple(dict(a) for a in data.get("env_assertions") or ())
+    return setup, assertions, tuple(dict(a) for a in data.get("actions") or ())
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from verifiers.assertions import actions_check, assertions_check
 from verifiers.checks import completeness_check, execution_check, fidelity_check, identification_check
 from verifiers.mutation import mutants
 from verifiers.replay import Replay, replay
-from verifiers.types import CHECKS, Check, MutationReport, TaskReport, Trajectory, Verdict, VerifiableTask
+from verifiers.types import CHECKS, Check, Mutant, MutationReport, TaskReport, Trajectory, Verdict, VerifiableTask
 
 
 def engine_for(task: VerifiableTask) -> DomainEngine:
@@ -57,6 +57,15 @@ def _computation(gold: Replay, i: int) -> bool:
     return result.ok and not result.reads and not result.writes
 
 
+def _commutes(engine: DomainEngine, task: VerifiableTask, mutant: Mutant, gold: Replay) -> bool:
+    """Whether a reorder mutant ends in exactly the gold's final state, both sides (its swapped calls commute)."""
+    swapped = replay(engine, mutant.calls, task.setup_calls)
+    try:
+        return swapped.all_ok and swapped.db.fingerprint() == gold.db.fingerprint()
+    finally:
+        swapped.close()
+
+
 def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> TaskReport:
     """Task-level checks. Mutants are scored as if the agent also said the right answer, so only the
     state and completeness checks can kill them: the strict reading of 'the gold calls matter'.
@@ -64,12 +73,16 @@ def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> Task
     A task whose criteria leave out completeness (tau2's: final state and what was said) does not judge how
     the agent found things out, so mutants that only drop, change or move read calls are not counted for it
     (``MutationReport.unjudged``): they end in the gold state by construction. Neither are mutants that only
-    drop or change a calculation (a call that reads and writes no row): no state or read check can see it."""
+    drop or change a calculation (a call that reads and writes no row): no state or read check can see it. Nor,
+    for a task judged by assertions on the final state (tau2's telecom), reorders that end in exactly the gold's
+    state on both sides: the phone has one row, so any two settings "write the same row", yet most commute."""
     engine = engine or engine_for(task)
     gold = replay(engine, task.gold_calls, task.setup_calls)
     try:
-        failures = [f"call {i} ({c.name}): {r.error}" for i, (c, r) in enumerate(zip(task.gold_calls, gold.results))
-                    if not r.ok]
+        failures = [f"setup call {i} ({c.name}): {r.error}" for i, (c, r)
+                    in enumerate(zip(task.setup_calls, gold.setup_results)) if not r.ok]
+        failures += [f"call {i} ({c.name}): {r.error}" for i, (c, r) in enumerate(zip(task.gold_calls, gold.results))
+                     if not r.ok]
         if not task.gold_calls:
             validity = Check(False, "the task has no gold calls")
         elif failures:
@@ -90,6 +103,9 @@ def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> Task
                     continue
                 if all(_computation(gold, i) for i in mutant.touched):
                     unjudged += 1  # a calculation reads and writes no row: only what is said from it is judged
+                    continue
+                if mutant.kind == "reorder" and "assertions" in task.criteria and _commutes(engine, task, mutant, gold):
+                    unjudged += 1  # two device settings changed in either order: the same phone, not a wrong one
                     continue
                 total += 1
                 if verify(task, Trajectory(mutant.calls, said), engine, gold).solved:

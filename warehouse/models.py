@@ -105,6 +105,7 @@ class GoldCall(SQLModel, table=True):
     position: int = Field(primary_key=True)
     name: str
     arguments_json: str
+    side: str | None = None  # who calls it in a dual-control task ("user"); NULL: the agent
 
 
 class Verdict(SQLModel, table=True):

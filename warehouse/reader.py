@@ -8,10 +8,11 @@ from typing import Any
 
 import duckdb
 
+from domains.engine import ToolCall
 from warehouse.checks import check_readable, first_line
 from warehouse.errors import WarehouseError
 
-__all__ = ["WarehouseError", "connect_readonly", "list_snapshots", "published_meta", "resolve_snapshot",
+__all__ = ["WarehouseError", "connect_readonly", "gold_calls", "list_snapshots", "published_meta", "resolve_snapshot",
            "task_contracts"]
 
 
@@ -64,6 +65,22 @@ def list_snapshots(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
                     "evolved_fraction": evolved, "yield": yield_rate, "seconds": seconds,
                     "rejection_reasons": s.get("rejection_reasons", {}), "code_version": code,
                     "config_hash": config_hash})
+    return out
+
+
+def gold_calls(con: duckdb.DuckDBPyConnection, snapshot_id: str,
+               task_id: str | None = None) -> dict[str, list[ToolCall]]:
+    """Each task's gold calls in order (one task's with ``task_id``), each with its side: a user call of a
+    dual-control task has side "user"; a warehouse written before sides were stored has agent calls only."""
+    columns = {r[0] for r in con.execute("DESCRIBE gold_calls").fetchall()}
+    side = "side" if "side" in columns else "NULL AS side"
+    where, params = "snapshot_id = ?", [snapshot_id]
+    if task_id is not None:
+        where, params = where + " AND task_id = ?", params + [task_id]
+    out: dict[str, list[ToolCall]] = {}
+    for tid, name, args, who in con.execute(f"SELECT task_id, name, arguments_json, {side} FROM gold_calls "
+                                            f"WHERE {where} ORDER BY task_id, position", params).fetchall():
+        out.setdefault(tid, []).append(ToolCall(name, json.loads(args), who or "agent"))
     return out
 
 

@@ -202,8 +202,8 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
         _insert(con, "tasks", [_task_row(sid, r) for r in chunk])
         _insert(con, "gold_calls", [{
             "snapshot_id": sid, "task_id": r["task_id"], "position": i, "name": c["name"],
-            "arguments_json": json.dumps(c["arguments"], ensure_ascii=False, sort_keys=True, default=str)}
-            for r in chunk for i, c in enumerate(r["gold_calls"])])
+            "arguments_json": json.dumps(c["arguments"], ensure_ascii=False, sort_keys=True, default=str),
+            "side": c.get("side")} for r in chunk for i, c in enumerate(r["gold_calls"])])
         _insert(con, "task_rules", task_rule_rows(sid, chunk))
         _insert(con, "verdicts", [{
             "snapshot_id": sid, "task_id": r["task_id"], "gold_valid": r["gold_valid"],

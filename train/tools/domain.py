@@ -32,8 +32,9 @@ class DomainTool(Tool):
 
 
 def domain_tools(db: Database, allowed: Iterable[str] | None = None) -> list[DomainTool]:
-    """The database's tools in spec order; with ``allowed``, only those (an unknown name is a ValueError)."""
-    spec_tools = db.engine.spec.tools
+    """The database's agent tools in spec order (a dual-control domain's user and setup tools are not the agent's);
+    with ``allowed``, only those (an unknown name is a ValueError)."""
+    spec_tools = db.engine.spec.side_tools("agent")
     if allowed is None:
         return [DomainTool(db, t) for t in spec_tools]
     wanted = set(allowed)
