@@ -242,12 +242,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", default="work", help="cache for converted models")
     parser.add_argument("--dry-run", action="store_true",
                         help="build the datasets and construct the trainer on SmolLM2 on CPU; do not train")
+    parser.add_argument("--max-steps", type=int, default=None, help="train this many steps instead of the profile's")
     args = parser.parse_args(argv)
     try:
         profile = load_profile(args.profile)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            print(f"error: --max-steps must be >= 1, got {args.max_steps}", file=sys.stderr)
+            return 2
+        profile = replace(profile, grpo=replace(profile.grpo, max_steps=args.max_steps))
     output_dir = args.output_dir or str(Path(args.work_dir) / "train" / profile.name)
     if args.dry_run:
         built = build_trainer(dry_run_profile(profile), args.warehouse, output_dir, args.work_dir, args.snapshot,
