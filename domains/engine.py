@@ -269,19 +269,23 @@ class Database:
             params = self._bind(tool, arguments)
         except CallError as exc:
             return ToolResult(False, error=str(exc))
-        self.conn.execute("SAVEPOINT call")
+        # a tool without effects runs only under the read-only authorizer: nothing to undo, no audit rows to drain
+        changes = bool(tool.effects)
+        if changes:
+            self.conn.execute("SAVEPOINT call")
         try:
             output, reads = self._run(tool, params)
-            writes = self._drain_audit()
-            self.conn.execute("RELEASE call")
+            writes = self._drain_audit() if changes else set()
+            if changes:
+                self.conn.execute("RELEASE call")
         except CallError as exc:
-            self._undo()
+            self._undo(changes)
             return ToolResult(False, error=str(exc))
         except sqlite3.IntegrityError as exc:
-            self._undo()
+            self._undo(changes)
             return ToolResult(False, error=f"{tool.name} was refused: constraint violated ({exc})")
         except (sqlite3.Error, OverflowError, ValueError) as exc:
-            self._undo()
+            self._undo(changes)
             return ToolResult(False, error=f"{tool.name} failed: {exc}")
         if tool.kind == "write":  # a write's own rows count as written, not read
             return ToolResult(True, output=output, writes=frozenset(writes))
@@ -296,9 +300,10 @@ class Database:
             self.conn.execute("ROLLBACK TO dry_run")
             self.conn.execute("RELEASE dry_run")
 
-    def _undo(self) -> None:
-        self.conn.execute("ROLLBACK TO call")
-        self.conn.execute("RELEASE call")
+    def _undo(self, changes: bool = True) -> None:
+        if changes:
+            self.conn.execute("ROLLBACK TO call")
+            self.conn.execute("RELEASE call")
 
     def _bind(self, tool: Tool, arguments: Any) -> dict[str, Any]:
         shape = shape_problem(arguments)  # iterative: depth and size are known before jsonschema recurses

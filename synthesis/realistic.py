@@ -18,6 +18,7 @@ from typing import Any
 from domains.engine import Database, ToolCall
 from domains.realism_spec import ACT_FOR_USER, CallTemplate, Intent, Role, template_problems
 from synthesis.persona import Persona
+from verifiers.words import find_word
 from synthesis.requests import Request
 from synthesis.toolgraph import ToolGraph
 from verifiers.derivability import Sources, derive, evidence_for, referenced_calls
@@ -51,9 +52,9 @@ def spelled_out(clause: str, ctx: dict[str, Any]) -> tuple[str, ...]:
     for v in ctx.values():
         if isinstance(v, bool) or not isinstance(v, (str, int, float)) or not str(v).strip():
             continue
-        m = re.search(r"(?<![\w.])" + re.escape(str(v)) + r"(?![\w])", clause)
-        if m:
-            found.setdefault(str(v), m.start())
+        at = find_word(clause, str(v))
+        if at >= 0:
+            found.setdefault(str(v), at)
     return tuple(sorted(found, key=lambda v: found[v]))
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from domains.engine import ToolCall
 from verifiers.replay import Replay
 from verifiers.types import Check
+from verifiers.words import find_word
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -26,7 +27,7 @@ def _said(info: str, said: str) -> bool:
     needle = normalise(info).strip()
     if not needle:
         return True
-    return re.search(r"(?<![\w.])" + re.escape(needle) + r"(?![\w]|\.\d)", said) is not None
+    return find_word(said, needle, decimal_guard=True) >= 0
 
 
 def execution_check(gold: Replay, candidate: Replay) -> Check:
