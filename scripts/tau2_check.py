@@ -183,7 +183,7 @@ def _no_op_reason(env: Environment, task: Task, gold: list[Call], last_write: in
 
 
 def check_domain(export_dir: Path, domain: str, limit: int | None,
-                 overdo: dict[str, list[Any]] | None = None) -> dict[str, Any]:
+                 overdo: dict[str, list[Any]] | None = None, every: int = 1) -> dict[str, Any]:
     sys.path.insert(0, str(export_dir / domain))
     package = importlib.import_module(f"tau2_toolscale_{domain}")
     name = package.DOMAIN.name
@@ -191,10 +191,11 @@ def check_domain(export_dir: Path, domain: str, limit: int | None,
     probe = new_env()
     toolkits = [probe.tools] + ([probe.user_tools] if probe.user_tools is not None else [])
     write_tools = {t for kit in toolkits for t in kit.tools if kit.tool_type(t) == ToolType.WRITE}
-    schemas = {t.name: t.openai_schema["function"]["parameters"] for t in probe.get_tools() + probe.get_user_tools()}
+    offered = probe.get_tools() + (probe.get_user_tools() if probe.user_tools is not None else [])
+    schemas = {t.name: t.openai_schema["function"]["parameters"] for t in offered}
     skipped: Counter[str] = Counter()
     results: list[dict[str, Any]] = []
-    for task in registry.get_tasks_loader(name)():
+    for task in registry.get_tasks_loader(name)()[::every]:
         if limit is not None and len(results) >= limit:
             break
         judged_by_db = any(str(getattr(b, "value", b)) == "DB" for b in task.evaluation_criteria.reward_basis)
@@ -235,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("domains", nargs="+")
     parser.add_argument("--min-tasks", type=int, default=30, help="fail when a domain has fewer write tasks")
     parser.add_argument("--limit", type=int, default=None, help="check at most this many tasks per domain")
+    parser.add_argument("--every", type=int, default=1, help="check every k-th task only (a spread of a long list)")
     parser.add_argument("--replays", type=Path, default=None,
                         help="write each checked task's gold observations and final database here (JSON)")
     parser.add_argument("--overdo", type=Path, default=None,
@@ -242,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     overdo = json.loads(args.overdo.read_text()) if args.overdo else {}
-    report = {d: check_domain(args.export_dir, d, args.limit, overdo.get(d)) for d in args.domains}
+    report = {d: check_domain(args.export_dir, d, args.limit, overdo.get(d), args.every) for d in args.domains}
     replays = {d: r.pop("replays") for d, r in report.items()}
     if args.replays:
         args.replays.write_text(json.dumps(replays, ensure_ascii=False, default=str), encoding="utf-8")
