@@ -4,7 +4,7 @@ Per domain folder: ``tools.json`` (OpenAI function schemas, each with ``kind`` r
 ``split_tasks.json`` (``base``, ``train``, ``test``), ``pyproject.toml`` and the package
 ``tau2_toolscale_<domain>/``: ``__init__.py`` (registers the domain on import), ``runtime.py`` (the generic
 runtime in ``template/``, the same file for every domain) and ``data/`` (``domain.json``: the spec's schema,
-tables and tools as data; ``db.json``: the seeded rows keyed by primary key; the tasks, splits and policy).
+tables and tools as data, each with its side, and its assertions; ``db.json``: the seeded rows keyed by primary key; the tasks, splits and policy).
 """
 
 from __future__ import annotations

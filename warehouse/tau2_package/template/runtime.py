@@ -5,7 +5,8 @@ Everything domain-specific is data in ``data/domain.json``: the SQL schema, the 
 preconditions, effects, returns), read by ``register`` at import time. A tool call has the semantics of
 ToolScale's own engine: arguments validated with JSON Schema (integers and numbers strict), preconditions checked
 in order with their messages (those marked ``enforced_by: policy`` are the agent's to apply and let through,
-as the engine does), effects applied in one savepoint, values reaching SQL only as bound parameters.
+as the engine does), effects applied in one savepoint, values reaching SQL only as bound parameters. A dual-control
+domain (the user's own tables and tools, tau2's telecom) gets a user toolkit too, on the same database.
 """
 
 from __future__ import annotations
