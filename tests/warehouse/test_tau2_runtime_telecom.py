@@ -7,12 +7,14 @@ A snapshot of tau2's first 300 telecom tasks (every kind of broken phone, the AC
 and every 4th is scored in tau2 (scripts/tau2_check.py): the gold, agent and user calls from the task's initial
 state, scores 1.0; the empty trajectory 0; the gold with one argument of its last write that takes one changed 0,
 where such a mutant exists (the counted exclusions: docs/tau2.md, "Telecom in tau2"). Its end states and verdicts
-are then compared with the project's engine and verifier. Measured on the 2-core machine: about 45 s.
+are then compared with the project's engine and verifier. Measured on the 2-core machine: 49 s (74 tasks scored).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections import Counter
 from typing import Any
 
@@ -23,6 +25,7 @@ from domains import external
 from domains.engine import ToolCall
 from domains.registry import get_engine, get_spec
 from pipeline.regenerate import RegenerateConfig, regenerate
+from tests.tau2_venv import ensure_tau2_venv
 from tests.warehouse.tau2_export import observation, run_tau2_check, snapshot_seeds
 from train.tasks import load_training_set
 from verifiers.replay import replay
@@ -82,6 +85,26 @@ def test_the_export_carries_the_users_side(exported: dict[str, Any]) -> None:
     called = Counter((a["env_type"], where.get(a["func_name"])) for t in tasks
                      for a in (t.get("initial_state") or {}).get("initialization_actions") or [])
     assert called and all(env_type == found for env_type, found in called), called
+    # a synthesised task's initialization actions get their env_type from Task.tau2, by the tool's table
+    device = {t.name for t in spec.side_tables("user")}
+    assert {t.name: "user" if t.entity in device else "assistant" for t in spec.tools} == where
+
+
+def test_each_function_is_on_the_toolkit_tau2s_own_telecom_has_it_on(exported: dict[str, Any]) -> None:
+    """The export's env_types are tau2's: tau2's TelecomEnvironment has a function of each name on the same side."""
+    data = exported["out"] / "telecom" / package_name("telecom") / "data" / "domain.json"
+    probe = ("import json, sys; from loguru import logger; logger.remove()\n"
+             "from tau2.domains.telecom.environment import get_environment\n"
+             "env = get_environment(); d = json.load(open(sys.argv[1]))\n"
+             "kits = {'assistant': env.tools, 'user': env.user_tools}\n"
+             "names = [(t['name'], t['env_type']) for t in d['tools']]\n"
+             "names += [(a['name'], 'user' if a['side'] == 'user' else 'assistant') for a in d['assertions']]\n"
+             "print(json.dumps([[n, side] for n, side in names if not hasattr(kits[side], n)]))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.run([str(ensure_tau2_venv()), "-c", probe, str(data)], capture_output=True, text=True,
+                          env=env, cwd=exported["root"], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == []
 
 
 def test_tau2_scores_gold_one_empty_zero_and_altered_zero(tau2_run: dict[str, Any]) -> None:
@@ -93,7 +116,7 @@ def test_tau2_scores_gold_one_empty_zero_and_altered_zero(tau2_run: dict[str, An
     altered = sum(r["altered"].values())
     assert altered >= MIN_TASKS and r["altered"] == {"0.0": altered}
     assert set(r["altered_excluded"]) <= EXCLUSIONS and altered + sum(r["altered_excluded"].values()) == evaluated
-    assert "ENV_ASSERTION+ACTION" in r["altered_by_basis"]  # ACTION tasks were scored too
+    assert "ENV_ASSERTION+ACTION" in r["altered_by_basis"]  # ACTION tasks were scored too (gold and empty)
     assert r["altered_calls_refused_by_tool"] < altered / 2  # mostly a real other world, not a refused call
 
 
