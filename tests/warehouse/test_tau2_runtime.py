@@ -12,14 +12,9 @@ regenerate and export take 58 s and tau2's scoring of the ten domains 112 s.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 
 from domains.engine import ToolCall
@@ -27,21 +22,15 @@ from domains.policy import policy_contradictions
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 from pipeline.regenerate import RegenerateConfig, regenerate
 from warehouse.exports import export_tau2
-from tests.tau2_venv import ensure_tau2_venv
+from tests.warehouse.tau2_export import observation, run_tau2_check, snapshot_seeds
 from warehouse.tau2_package import package_name, tau2_domain_name
 from verifiers.types import Trajectory, VerifiableTask
 from verifiers.verify import outcome_reward
 from warehouse.tau2_package.build import keyed_db
 
-ROOT = Path(__file__).resolve().parents[2]
 DOMAINS = sorted(DOMAIN_NAMES)  # every domain a default regenerate exports
 MIN_TASKS = 30  # per domain, the issue's floor
 LIMIT = 32  # tasks checked per domain: the floor plus a little, to keep the test short
-
-
-def _tau2_python() -> Path:
-    """The tau2 venv's python, created by the setup script when missing (tests/tau2_venv.py)."""
-    return ensure_tau2_venv()
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +40,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                             work_dir=str(root / "work")), progress=lambda _: None)
     assert result.status == "published"
     summary = export_tau2(root / "wh.duckdb", "latest", root / "tau2")
-    return {"root": root, "out": root / "tau2", "summary": summary, "seeds": _seeds(root / "wh.duckdb")}
+    return {"root": root, "out": root / "tau2", "summary": summary, "seeds": snapshot_seeds(root / "wh.duckdb")}
 
 
 def overdo_calls(domain: str, seed: int, task: dict[str, Any], k: int) -> list[list[Any]] | None:
@@ -85,22 +74,10 @@ def overdo(exported: dict[str, Any]) -> dict[str, dict[str, list[list[Any]]]]:
 
 @pytest.fixture(scope="module")
 def tau2_run(exported: dict[str, Any], overdo: dict[str, dict[str, list[list[Any]]]]) -> dict[str, Any]:
-    python = _tau2_python()
-    replays = exported["root"] / "replays.json"
     overdo_file = exported["root"] / "overdo.json"
     overdo_file.write_text(json.dumps(overdo, ensure_ascii=False), encoding="utf-8")
-    # no PYTHONPATH and a neutral cwd: the package must work with tau2, sqlite3 and jsonschema alone
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    started = time.perf_counter()
-    proc = subprocess.run([str(python), str(ROOT / "scripts" / "tau2_check.py"), str(exported["out"]), *DOMAINS,
-                           "--min-tasks", str(MIN_TASKS), "--limit", str(LIMIT), "--replays", str(replays),
-                           "--overdo", str(overdo_file)],
-                          capture_output=True, text=True, cwd=exported["root"], env=env, timeout=600)
-    assert proc.stdout, f"tau2_check.py printed nothing (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
-    report = json.loads(proc.stdout)
-    print(f"tau2 check: {time.perf_counter() - started:.1f}s, " + json.dumps(
-        {d: {k: v for k, v in r.items() if k != "failures"} for d, r in report["domains"].items()}), file=sys.stderr)
-    return {"rc": proc.returncode, "report": report, "replays": json.loads(replays.read_text())}
+    return run_tau2_check(exported["out"], DOMAINS, exported["root"], "--min-tasks", str(MIN_TASKS),
+                          "--limit", str(LIMIT), "--overdo", str(overdo_file))
 
 
 def test_export_writes_the_package_tools_splits_and_a_dated_policy(exported: dict[str, Any]) -> None:
@@ -177,7 +154,7 @@ def test_tau2_runtime_matches_the_engine_call_by_call(exported: dict[str, Any], 
         for task_id, replay in tau2_run["replays"][domain].items():
             gold = [(a["name"], a["arguments"]) for a in tasks[task_id]["evaluation_criteria"]["actions"]]
             with engine.fresh() as db:
-                seen = [_observation(db.call(name, args)) for name, args in gold]
+                seen = [observation(db.call(name, args)) for name, args in gold]
                 final = keyed_db(spec, {t.name: db.table_rows(t.name) for t in spec.tables})
             assert [json.loads(o) if not o.startswith("Error:") else o for o in replay["observations"]] == \
                 [json.loads(o) if not o.startswith("Error:") else o for o in seen], task_id
@@ -186,20 +163,7 @@ def test_tau2_runtime_matches_the_engine_call_by_call(exported: dict[str, Any], 
             calls = gold[:altered["position"]] + [(altered["tool"], altered["arguments"])]
             with engine.fresh() as db:
                 results = [db.call(name, args) for name, args in calls]
-            assert _observation(results[-1]) == altered["observation"], task_id
+            assert observation(results[-1]) == altered["observation"], task_id
             assert altered["refused_by_tool"] == (not results[-1].ok), task_id
             compared += 1
     assert compared >= MIN_TASKS * len(DOMAINS)
-
-
-def _observation(result: Any) -> str:
-    """What tau2 shows the agent for an engine result: the JSON output, or ``Error: <message>``."""
-    return result.to_json() if result.ok else f"Error: {result.error}"
-
-
-def _seeds(warehouse: Path) -> dict[str, int]:
-    con = duckdb.connect(str(warehouse), read_only=True)
-    try:
-        return dict(con.execute("SELECT domain, db_seed FROM domains").fetchall())
-    finally:
-        con.close()

@@ -4,7 +4,7 @@ Per domain folder: ``tools.json`` (OpenAI function schemas, each with ``kind`` r
 ``split_tasks.json`` (``base``, ``train``, ``test``), ``pyproject.toml`` and the package
 ``tau2_toolscale_<domain>/``: ``__init__.py`` (registers the domain on import), ``runtime.py`` (the generic
 runtime in ``template/``, the same file for every domain) and ``data/`` (``domain.json``: the spec's schema,
-tables and tools as data; ``db.json``: the seeded rows keyed by primary key; the tasks, splits and policy).
+tables and tools as data, each with its side, and its assertions; ``db.json``: the seeded rows keyed by primary key; the tasks, splits and policy).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def domain_data(spec: DomainSpec) -> dict[str, Any]:
         key = t.column(t.primary_key)
         assert key is not None  # the spec loader checks that the key is a column
         tables.append({
-            "name": t.name, "description": t.description or t.noun, "primary_key": t.primary_key,
+            "name": t.name, "description": t.description or t.noun, "primary_key": t.primary_key, "side": t.side,
             "key": {"type": key.type, "prefix": key.seed.get("prefix", ""), "width": key.seed.get("width", 4)},
             "columns": [{"name": c.name, "type": c.type, "nullable": c.nullable} for c in t.columns],
         })
@@ -98,10 +98,21 @@ def domain_data(spec: DomainSpec) -> dict[str, Any]:
         "preconditions": [{"sql": p.sql, "error": p.error, "expect": p.expect, "enforced_by": p.enforced_by,
                            "rule": p.rule} for p in t.preconditions],
         "effects": list(t.effects), "returns": {"sql": t.returns_sql, "mode": t.returns_mode},
-        "generated": dict(t.generated),
+        "generated": dict(t.generated), "side": t.side, "setup": t.setup, "env_type": env_type(spec, t.name),
     } for t in spec.tools]
+    assertions = [{"name": a.name, "side": a.side, "sql": a.sql, "parameters": dict(a.parameters)}
+                  for a in spec.assertions.values()]
     return {"name": spec.name, "tau2_domain": tau2_domain_name(spec.name), "now": spec.now,
-            "spec_hash": spec.spec_hash, "schema_sql": schema_statements(spec), "tables": tables, "tools": tools}
+            "spec_hash": spec.spec_hash, "schema_sql": schema_statements(spec), "tables": tables, "tools": tools,
+            "assertions": assertions}
+
+
+def env_type(spec: DomainSpec, tool: str) -> str:
+    """The toolkit (tau2's ``env_type``) a tool is a function of: the user's for a user tool and for a setup call
+    that sets the device, the assistant's otherwise (the rule ``Task.tau2`` writes initialization actions by)."""
+    t = spec.tool(tool)
+    device = {table.name for table in spec.side_tables("user")}
+    return "user" if (t.side == "user" and not t.setup) or (t.setup and t.entity in device) else "assistant"
 
 
 def keyed_db(spec: DomainSpec, rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:

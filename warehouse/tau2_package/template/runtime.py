@@ -5,7 +5,8 @@ Everything domain-specific is data in ``data/domain.json``: the SQL schema, the 
 preconditions, effects, returns), read by ``register`` at import time. A tool call has the semantics of
 ToolScale's own engine: arguments validated with JSON Schema (integers and numbers strict), preconditions checked
 in order with their messages (those marked ``enforced_by: policy`` are the agent's to apply and let through,
-as the engine does), effects applied in one savepoint, values reaching SQL only as bound parameters.
+as the engine does), effects applied in one savepoint, values reaching SQL only as bound parameters. A dual-control
+domain (the user's own tables and tools, tau2's telecom) gets a user toolkit too, on the same database.
 """
 
 from __future__ import annotations
@@ -75,7 +76,12 @@ class CallError(ValueError):
 
 
 class DomainData:
-    """The parsed ``data/`` folder of one exported domain."""
+    """The parsed ``data/`` folder of one exported domain.
+
+    A dual-control domain (tables of ``side: user``, the user's device) gets two toolkits over one sqlite3
+    database, as tau2's telecom has: the assistant's (operator tables) and the user's (device tables), each with
+    its own DB model and hash; a call of either side may write the other's tables (a payment marks a bill).
+    """
 
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir
@@ -83,26 +89,45 @@ class DomainData:
         self.name: str = self.spec["tau2_domain"]
         self.tables: list[dict[str, Any]] = self.spec["tables"]
         self.tools: dict[str, dict[str, Any]] = {t["name"]: t for t in self.spec["tools"]}
+        self.assertions: dict[str, dict[str, Any]] = {a["name"]: a for a in self.spec.get("assertions", [])}
         self.validators = {name: ArgumentValidator(t["parameters"]) for name, t in self.tools.items()}
+        self.validators.update({name: ArgumentValidator({"type": "object", "properties": a["parameters"],
+                                                         "additionalProperties": False})
+                                for name, a in self.assertions.items()})
         self.policy = (data_dir / "policy.md").read_text(encoding="utf-8")
-        self.db_model = _db_model(self)
-        self.toolkit = _toolkit_class(self)
+        self.sides = ["assistant"] + (["user"] if any(t.get("side") == "user" for t in self.tables) else [])
+        self.db_models = {side: _db_model(self, side) for side in self.sides}
+        self.db_model = self.db_models["assistant"]
+        self.toolkits = {side: _toolkit_class(self, side) for side in self.sides}
+        self.toolkit = self.toolkits["assistant"]
         self._seeded_image: bytes | None = None
-        self._seeded_model: DB | None = None
-        self.seeded_hash: str | None = None
+        self._seeded_models: dict[str, DB] = {}
+        self.seeded_hashes: dict[str, str] = {}
 
-    def load_db(self) -> DB:
-        """The seeded database, validated once: environments share it until their first write replaces it
-        (the toolkit never changes a DB model in place; tau2's ``update_db`` builds a new one too)."""
-        if self._seeded_model is None:
+    def side_tables(self, side: str) -> list[dict[str, Any]]:
+        return [t for t in self.tables if _side(t.get("side")) == side]
+
+    def load_db(self, side: str = "assistant") -> DB:
+        """The seeded database of one side, validated once: environments share it until their first write replaces
+        it (the toolkit never changes a DB model in place; tau2's ``update_db`` builds a new one too)."""
+        if side not in self._seeded_models:
             raw = json.loads((self.data_dir / "db.json").read_text(encoding="utf-8"))
-            self._seeded_model = self.db_model.model_validate(raw)
-        return self._seeded_model
+            names = {t["name"] for t in self.side_tables(side)}
+            self._seeded_models[side] = self.db_models[side].model_validate(
+                {k: v for k, v in raw.items() if k in names})
+        return self._seeded_models[side]
 
     def get_environment(self, db: Optional[DB] = None, solo_mode: bool = False) -> Environment:
-        """A fresh environment on ``db``, by default the seeded database (tau2's environment constructor)."""
-        tools = self.toolkit(self.load_db() if db is None else db, seeded=db is None)
-        return Environment(domain_name=self.name, policy=self.policy, tools=tools, solo_mode=solo_mode)
+        """A fresh environment on ``db``, by default the seeded database (tau2's environment constructor); in a
+        dual-control domain, with the user's toolkit on the seeded device."""
+        dbs = {side: self.load_db(side) for side in self.sides}
+        if db is not None:
+            dbs["assistant"] = db
+        shared = SharedDatabase(self, dbs, seeded=db is None)
+        tools = self.toolkit(dbs["assistant"], shared=shared)
+        user_tools = self.toolkits["user"](dbs["user"], shared=shared) if "user" in self.sides else None
+        return Environment(domain_name=self.name, policy=self.policy, tools=tools, user_tools=user_tools,
+                           solo_mode=solo_mode)
 
     def get_tasks_split(self) -> dict[str, list[str]]:
         return json.loads((self.data_dir / "split_tasks.json").read_text(encoding="utf-8"))
@@ -119,23 +144,42 @@ class DomainData:
         wanted = set(splits[task_split_name])
         return [t for t in tasks if t.id in wanted]
 
-    def connect(self, db: DB, seeded: bool) -> sqlite3.Connection:
-        """A sqlite3 database holding ``db``; the seeded one is built once and then copied (fast)."""
+    def connect(self, dbs: dict[str, DB], seeded: bool) -> sqlite3.Connection:
+        """A sqlite3 database holding every side's ``dbs``; the seeded one is built once and then copied (fast)."""
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         if seeded and self._seeded_image is not None:
             conn.deserialize(self._seeded_image)
         else:
-            _fill(conn, self, db)
+            _fill(conn, self, dbs)
             if seeded:
                 self._seeded_image = conn.serialize()
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
 
-def _db_model(data: DomainData) -> type[DB]:
-    """A pydantic DB with one field per table: rows keyed by primary key (as text), typed columns."""
+def _side(side: Optional[str]) -> str:
+    """A spec side as tau2 names the toolkit: "agent" is tau2's "assistant"."""
+    return "user" if side == "user" else "assistant"
+
+
+class SharedDatabase:
+    """The one sqlite3 database both toolkits of an environment run on, and a count of the writes to it (a
+    toolkit rebuilds its DB model from sqlite when the count moved since it last did)."""
+
+    def __init__(self, data: DomainData, dbs: dict[str, DB], seeded: bool):
+        self.data, self.writes = data, 0
+        self.conn = data.connect(dbs, seeded)
+
+    def replace(self, dbs: dict[str, DB]) -> None:
+        self.conn.close()
+        self.conn = self.data.connect(dbs, seeded=False)
+        self.writes += 1
+
+
+def _db_model(data: DomainData, side: str) -> type[DB]:
+    """A pydantic DB with one field per table of ``side``: rows keyed by primary key (as text), typed columns."""
     fields: dict[str, Any] = {}
-    for table in data.tables:
+    for table in data.side_tables(side):
         columns: dict[str, Any] = {}
         for col in table["columns"]:
             py = COLUMN_TYPES[col["type"]]
@@ -144,20 +188,21 @@ def _db_model(data: DomainData) -> type[DB]:
         if hasattr(DB, table["name"]):
             raise ValueError(f"table name {table['name']!r} clashes with an attribute of tau2's DB model")
         fields[table["name"]] = (dict[str, row], Field(default_factory=dict, description=table["description"]))
-    return create_model(_camel(data.spec["name"]) + "DB", __base__=DB, **fields)
+    suffix = "UserDB" if side == "user" else "DB"
+    return create_model(_camel(data.spec["name"]) + suffix, __base__=DB, **fields)
 
 
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", name))
 
 
-def _fill(conn: sqlite3.Connection, data: DomainData, db: DB) -> None:
-    """Create the schema and insert ``db``'s rows (foreign keys are checked from then on, as in the engine)."""
+def _fill(conn: sqlite3.Connection, data: DomainData, dbs: dict[str, DB]) -> None:
+    """Create the schema and insert every side's rows (foreign keys are checked from then on, as in the engine)."""
     for stmt in data.spec["schema_sql"]:
         conn.execute(stmt)
     conn.execute("BEGIN")
     for table in data.tables:  # in dependency order
-        rows = getattr(db, table["name"])
+        rows = getattr(dbs[_side(table.get("side"))], table["name"])
         cols = [c["name"] for c in table["columns"]]
         conn.executemany(
             f"INSERT INTO {table['name']} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
@@ -165,10 +210,10 @@ def _fill(conn: sqlite3.Connection, data: DomainData, db: DB) -> None:
     conn.execute("COMMIT")
 
 
-def _dump(conn: sqlite3.Connection, data: DomainData) -> dict[str, Any]:
-    """The database as the DB model's content: rows keyed by primary key, in key order, booleans as bools."""
+def _dump(conn: sqlite3.Connection, data: DomainData, side: str) -> dict[str, Any]:
+    """One side's tables as its DB model's content: rows keyed by primary key, in key order, booleans as bools."""
     out: dict[str, Any] = {}
-    for table in data.tables:
+    for table in data.side_tables(side):
         pk = table["primary_key"]
         bools = [c["name"] for c in table["columns"] if c["type"] == "boolean"]
         cur = conn.execute(f"SELECT * FROM {table['name']} ORDER BY {pk}")
@@ -196,38 +241,50 @@ class SpecTool(Tool):
 
 
 class SpecToolKit(ToolKitBase):
-    """Runs the spec's tools on a sqlite3 copy of ``db``; ``db`` (what tau2 hashes) follows every write."""
+    """Runs the spec's tools of one side on the environment's sqlite3 database; ``db`` (what tau2 hashes) holds
+    that side's tables and follows every write, whichever side made it."""
 
     domain: DomainData  # set on each generated subclass
-    conn: sqlite3.Connection  # set per instance; a tool may not take its name either
+    side: str  # "assistant" or "user", set on each generated subclass
+    shared: SharedDatabase  # set per instance; a tool may not take these names either
 
-    def __init__(self, db: DB, seeded: bool = False):
-        self._db, self._stale, self._hash = db, False, None
+    def __init__(self, db: DB, seeded: bool = False, shared: Optional[SharedDatabase] = None):
+        self._db, self._hash, self._seen = db, None, 0
         super().__init__(db)
-        self.conn = self.domain.connect(db, seeded)
+        if shared is None:  # a toolkit on its own: the other side (if any) on its seeded rows
+            dbs = {side: self.domain.load_db(side) for side in self.domain.sides}
+            shared = SharedDatabase(self.domain, {**dbs, self.side: db}, seeded)
+        self.shared, self._seen = shared, shared.writes
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self.shared.conn
 
     @property
     def db(self) -> DB:
         """The DB model tau2 hashes; rebuilt from sqlite only when read after a write (writes stay cheap)."""
-        if self._stale:
-            self._db = self.domain.db_model.model_validate(_dump(self.conn, self.domain))
-            self._stale = False
+        shared = getattr(self, "shared", None)
+        if shared is not None and self._seen != shared.writes:
+            self._db = self.domain.db_models[self.side].model_validate(_dump(self.conn, self.domain, self.side))
+            self._seen, self._hash = shared.writes, None
         return self._db
 
     @db.setter
     def db(self, value: DB) -> None:
-        self._db, self._stale, self._hash = value, False, None
+        shared = getattr(self, "shared", None)
+        self._db, self._hash, self._seen = value, None, shared.writes if shared is not None else 0
 
     def get_db_hash(self) -> str:
         """tau2's hash of ``db``, memoised per state (the seeded state's once per process)."""
-        if self._hash is None or self._stale:
-            seeded = not self._stale and self._db is self.domain.load_db()
-            if seeded and self.domain.seeded_hash is not None:
-                self._hash = self.domain.seeded_hash
+        db = self.db
+        if self._hash is None:
+            seeded = db is self.domain.load_db(self.side)
+            if seeded and self.side in self.domain.seeded_hashes:
+                self._hash = self.domain.seeded_hashes[self.side]
             else:
                 self._hash = super().get_db_hash()
                 if seeded:
-                    self.domain.seeded_hash = self._hash
+                    self.domain.seeded_hashes[self.side] = self._hash
         return self._hash
 
     def get_tools(self) -> dict[str, Tool]:
@@ -239,9 +296,24 @@ class SpecToolKit(ToolKitBase):
         return tools
 
     def update_db(self, update_data: Optional[dict[str, Any]] = None) -> None:
+        current = {side: self.domain.db_models[side].model_validate(_dump(self.conn, self.domain, side))
+                   for side in self.domain.sides}
         super().update_db(update_data)
-        self.conn.close()
-        self.conn = self.domain.connect(self.db, seeded=False)
+        self.shared.replace({**current, self.side: self._db})
+        self._seen = self.shared.writes
+
+    def run_assertion(self, name: str, arguments: dict[str, Any]) -> bool:
+        """The value of one of the spec's assertions on the current state (tau2's assertion functions)."""
+        assertion = self.domain.assertions[name]
+        errors = list(self.domain.validators[name].iter_errors(arguments))
+        if errors:
+            raise ValueError(f"{name}: invalid arguments: {_short(errors[0].message)}")
+        params = {p: arguments.get(p, schema.get("default")) for p, schema in assertion["parameters"].items()}
+        params["now"] = self.domain.spec["now"]
+        row = self.conn.execute(assertion["sql"], params).fetchone()
+        if row is None:
+            raise ValueError(f"{name}: no row to judge (a record it names does not exist)")
+        return bool(row[0])
 
     def run_tool(self, name: str, arguments: dict[str, Any]) -> str:
         """Execute one call; a refused call raises CallError with the message the agent sees."""
@@ -262,7 +334,7 @@ class SpecToolKit(ToolKitBase):
             self._undo()
             raise CallError(f"{name} failed: {exc}") from None
         if self.conn.total_changes != before:
-            self._stale, self._hash = True, None
+            self.shared.writes += 1
         return json.dumps(output, ensure_ascii=False, default=str)
 
     def _undo(self) -> None:
@@ -323,7 +395,8 @@ def _annotation(schema: dict[str, Any]) -> Any:
 
 
 def _method(tool: dict[str, Any]) -> Callable[..., str]:
-    """A toolkit method for one spec tool: its signature and docstring come from the spec's parameters."""
+    """A toolkit method for one spec tool: its signature and docstring come from the spec's parameters. A setup
+    tool (a task's initialization action only) is a plain method, not a tool: neither side is offered it."""
     name = tool["name"]
     properties: dict[str, Any] = tool["parameters"].get("properties", {})
     required = set(tool["parameters"].get("required", []))
@@ -341,17 +414,36 @@ def _method(tool: dict[str, Any]) -> Callable[..., str]:
     args = [f"    {p}: {' '.join(str(s.get('description', p)).split())}" for p, s in properties.items()]
     call.__doc__ = tool["description"] + ("\n\nArgs:\n" + "\n".join(args) if args else "") + \
         "\n\nReturns:\n    The result as JSON."
+    if tool.get("setup"):
+        return call
     return is_tool(ToolType.WRITE if tool["kind"] == "write" else ToolType.READ)(call)
 
 
-def _toolkit_class(data: DomainData) -> type[SpecToolKit]:
-    clashes = sorted(set(data.tools) & (set(dir(SpecToolKit)) | set(SpecToolKit.__annotations__)))
+def _assertion_method(assertion: dict[str, Any]) -> Callable[..., bool]:
+    """A toolkit function for one of the spec's assertions (what a task's ``env_assertions`` name), not a tool."""
+    name = assertion["name"]
+
+    def check(self: SpecToolKit, **arguments: Any) -> bool:
+        return self.run_assertion(name, arguments)
+
+    check.__name__ = check.__qualname__ = name
+    return check
+
+
+def _toolkit_class(data: DomainData, side: str = "assistant") -> type[SpecToolKit]:
+    """The toolkit of one side: its tools (and setup functions), by their ``env_type``, and its assertions."""
+    tools = {n: t for n, t in data.tools.items() if t.get("env_type", "assistant") == side}
+    assertions = {n: a for n, a in data.assertions.items() if _side(a.get("side")) == side}
+    reserved = set(dir(SpecToolKit)) | set(SpecToolKit.__annotations__)
+    clashes = sorted((set(tools) | set(assertions)) & reserved)
     if clashes:
         raise ValueError(f"tool names {clashes} clash with tau2 toolkit methods")
-    attrs: dict[str, Any] = {name: _method(tool) for name, tool in data.tools.items()}
-    attrs["domain"] = data
-    attrs["__doc__"] = f"The tools of the ToolScale domain {data.spec['name']!r}."
-    return type(_camel(data.spec["name"]) + "Tools", (SpecToolKit,), attrs)
+    attrs: dict[str, Any] = {name: _method(tool) for name, tool in tools.items()}
+    attrs.update({name: _assertion_method(a) for name, a in assertions.items()})
+    attrs["domain"], attrs["side"] = data, side
+    whose = "the user's own tools (on their device)" if side == "user" else "the tools"
+    attrs["__doc__"] = f"{whose.capitalize()} of the ToolScale domain {data.spec['name']!r}."
+    return type(_camel(data.spec["name"]) + ("UserTools" if side == "user" else "Tools"), (SpecToolKit,), attrs)
 
 
 def register(data_dir: Path) -> DomainData:
