@@ -191,7 +191,8 @@ def stages_figure(points: list[dict[str, Any]], title: str, diagnosis: list[str]
         ax.text(0.5, 0.6, "no evaluate stage: no held-out figures", transform=ax.transAxes, ha="center",
                 fontsize=9, color="#555555")
     for key, marker, label in (("reward", "s", "training reward (GRPO mean; RFT: share verified)"),
-                               ("format_rate", "x", "held-out episodes with a format error")):
+                               ("format_rate", "x", "held-out episodes with a format error"),
+                               ("train_format_rate", "v", "GRPO rollouts with a format error")):
         xs, ys = _finite(x, [_value(p[key]) for p in points])
         if xs:
             ax.plot(xs, ys, marker=marker, linestyle="--", label=label)

@@ -389,21 +389,24 @@ def _summarise(ctx: _Context, records: list[StageRecord]) -> StagesResult:
 
 def stage_points(records: list[StageRecord]) -> list[dict[str, Any]]:
     """Per model of the chain (base, then each training stage): held-out success with its interval, held-out
-    format-error rate, training reward (None where there is none)."""
+    format-error rate, training reward, and GRPO's share of rollouts with a format error (None where there is none)."""
     evaluations = {e.label: e for r in records for e in r.evaluations}
     labels = ["base"] + [r.stage for r in records if r.stage != "evaluate"]
     reward = {r.stage: r.reward for r in records}
+    rollouts = {r.stage: sum(int(s["rollouts"] or 0) for s in r.steps) for r in records if r.stage == "grpo"}
+    dropped = {r.stage: sum(int(s["drop_format_error"] or 0) for s in r.steps) for r in records if r.stage == "grpo"}
     points = []
     for label in labels:
         e = evaluations.get(label)
         points.append({"label": label, "success": e.success if e else None,
                        "interval": e.interval if e else None, "episodes": e.episodes if e else 0,
                        "format_rate": e.format_error_episodes / e.episodes if e and e.episodes else None,
-                       "reward": reward.get(label)})
+                       "reward": reward.get(label),
+                       "train_format_rate": dropped[label] / rollouts[label] if rollouts.get(label) else None})
     return points
 
 
 def _row(r: StageRecord) -> dict[str, Any]:
     return {"stage": r.stage, "run_id": r.run_id, "start_model": r.start_model, "final_model": r.final_model,
             "ran": r.ran, "steps": r.run.get("global_step"), "steps_this_attempt": r.steps_this_attempt,
-            "seconds": r.seconds}
+            "seconds": r.seconds if r.ran else None}

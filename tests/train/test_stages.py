@@ -17,7 +17,7 @@ PROFILE = """
 name: stages-test
 model: {name: MODEL, dtype: float32, use_cpu: true}
 data: {domains: [weather], max_tasks: 1, max_tools: 2, max_prompt_tokens: 2048}
-episode: {max_turns: 8, max_completion_tokens: 64, max_turn_tokens: 16}
+episode: {max_turns: 8, max_completion_tokens: 32, max_turn_tokens: 8}
 sft: {max_steps: 1, save_steps: 1, max_length: 4096}
 grpo: {num_generations: 2, tasks_per_step: 1, max_steps: 1, save_steps: 1, beta: 0.0}
 stages: [sft, grpo]
