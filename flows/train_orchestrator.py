@@ -1,11 +1,13 @@
-"""Prefect flow ``train-orchestrator``: the plain job in ``train.run`` (GRPO from a published snapshot) as one flow run.
+"""Prefect flow ``train-orchestrator``: the plain job in ``train.run`` (GRPO from a published snapshot, or every stage
+a profile's ``stages:`` names, train/stages.py) as one flow run.
 
     from flows.train_orchestrator import train_flow
     train_flow(profile="cpu-smoke", warehouse="warehouse/toolscale.duckdb")
 
 or as the ``cpu-smoke`` / ``h100`` deployments in prefect.yaml
 (``prefect deployment run 'train-orchestrator/cpu-smoke' --watch``). A rerun with the same parameters resumes the
-same run from its last checkpoint. The run's markdown artifact links the reward-curve PNG saved beside it.
+same run from its last checkpoint (a staged run: its unfinished stages). The run's markdown artifact links the
+reward-curve PNG saved beside it (a staged run: the one plot of held-out success, reward and format errors per stage).
 
 Named train_orchestrator.py, not train.py: Prefect puts this folder first on ``sys.path`` when it loads the
 entrypoint, and a ``flows/train.py`` would shadow the ``train`` package.
@@ -31,7 +33,7 @@ def train_flow(profile: str = "cpu-smoke", snapshot: str = "latest", warehouse: 
                output_root: str = "work/train", work_dir: str = "work", pricing_seed: int = 0,
                preference_run: str | None = None) -> dict[str, Any]:
     """Train an orchestrator with GRPO on ``snapshot`` (default the latest published) under ``profile``
-    (``cpu-smoke`` or ``h100``); ``warehouse``: default ``$TOOLSCALE_WAREHOUSE`` or warehouse/toolscale.duckdb;
+    (``cpu-smoke``, ``h100``, or a staged one such as ``cpu-learn``); ``warehouse``: default ``$TOOLSCALE_WAREHOUSE`` or warehouse/toolscale.duckdb;
     ``preference_run``: a preference run id, ``none``, or the latest run when there is one."""
     logger = get_run_logger()
     cfg = TrainRunConfig(profile, warehouse or default_warehouse(), snapshot, output_root, work_dir, pricing_seed,

@@ -55,6 +55,7 @@ class EvalConfig:
     baseline_run: str | None = None  # an eval_runs run_id on the same split; None: this run is its own baseline
     max_turns: int = 10
     agent_max_tokens: int = 512
+    max_tools: int | None = None  # at most this many domain tools per task (the gold's always stay); None: every one
     timeout_s: float = 120.0
     out_dir: str = "work/eval"
     cache_dir: str | None = None
@@ -149,7 +150,8 @@ def evaluate_orchestrator(cfg: EvalConfig, progress: Any = print) -> EvalReport:
         if registry is not None:
             experts = stack.enter_context(ExpertPool([ExpertSpec(registry.get(n)) for n in cfg.experts],
                                                      cache_dir=cfg.cache_dir, timeout_s=cfg.timeout_s))
-        env = Environment(EnvConfig(max_turns=cfg.max_turns, mode="eval", run_seed=cfg.seed, subset_tools=False),
+        env = Environment(EnvConfig(max_turns=cfg.max_turns, mode="eval", run_seed=cfg.seed, subset_tools=False,
+                                    max_tools=cfg.max_tools),
                           schedules, experts)
         for n, task in enumerate(split, 1):
             if isinstance(policy, LLMPolicy):

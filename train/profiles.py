@@ -113,6 +113,13 @@ class RFTSection:
 
 
 @dataclass(frozen=True)
+class EvaluateSection:
+    """The evaluate stage (train/stages.py): the start model and every stage's final model on the test split."""
+
+    max_tasks: int | None = None  # at most this many test-split tasks (the first by task id); None: the whole split
+
+
+@dataclass(frozen=True)
 class LaunchSection:
     """How the trainer's processes start (train/launch.py): in the flow's own process, under ``accelerate launch``
     on this machine, or as a slurm job over several nodes."""
@@ -139,6 +146,7 @@ class Profile:
     launch: LaunchSection = field(default_factory=LaunchSection)
     sft: SFTSection = field(default_factory=SFTSection)
     rft: RFTSection = field(default_factory=RFTSection)
+    evaluate: EvaluateSection = field(default_factory=EvaluateSection)
     stages: list[str] | None = None  # e.g. [sft, rft, grpo, evaluate] (train/stages.py); None: GRPO alone
 
     @property
@@ -216,6 +224,7 @@ RANGES: tuple[tuple[str, float, float | None], ...] = (
     ("sft.batch_size", 1, 4096), ("sft.gradient_accumulation_steps", 1, 100_000), ("sft.max_length", 16, MAX_TOKENS),
     ("sft.save_steps", 1, MAX_STEPS), ("sft.save_total_limit", 1, 100_000), ("rft.rounds", 1, 1000),
     ("rft.samples_per_task", 1, 1024), ("rft.temperature", 1e-6, 100.0), ("rft.top_p", 1e-6, 1.0),
+    ("evaluate.max_tasks", 1, 10_000_000),
 )
 STAGES = ("sft", "rft", "grpo", "evaluate")
 

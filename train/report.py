@@ -152,3 +152,87 @@ def run_markdown(run: dict[str, Any], steps: list[dict[str, Any]], diagnosis: li
     if diagnosis:
         lines += ["", "## Why nothing learned", "", *[f"- {line}" for line in diagnosis]]
     return "\n".join(lines) + "\n"
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a success rate (95% with the default ``z``); (0, 1) when nothing was tried.
+
+    >>> [round(x, 3) for x in wilson_interval(0, 10)]
+    [0.0, 0.278]
+    """
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def stages_figure(points: list[dict[str, Any]], title: str, diagnosis: list[str]) -> Any:
+    """One plot over the stages (x: base, then each stage's final model): held-out success with its 95% interval,
+    training reward, held-out format-error rate; series without values are not drawn; ``diagnosis`` beneath."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    height = 4.5 + 0.18 * len(diagnosis)
+    fig, ax = plt.subplots(figsize=(7, height))
+    fig.subplots_adjust(bottom=(0.6 + 0.16 * len(diagnosis)) / height, top=0.9)
+    x = list(range(len(points)))
+    held = [(i, p) for i, p in zip(x, points) if p["success"] is not None]
+    if held:
+        ax.errorbar([i for i, _ in held], [p["success"] for _, p in held],
+                    yerr=[[p["success"] - p["interval"][0] for _, p in held],
+                          [p["interval"][1] - p["success"] for _, p in held]],
+                    marker="o", capsize=4, label="held-out success (95% Wilson interval)")
+    else:
+        ax.text(0.5, 0.6, "no evaluate stage: no held-out figures", transform=ax.transAxes, ha="center",
+                fontsize=9, color="#555555")
+    for key, marker, label in (("reward", "s", "training reward (GRPO mean; RFT: share verified)"),
+                               ("format_rate", "x", "held-out episodes with a format error"),
+                               ("train_format_rate", "v", "GRPO rollouts with a format error")):
+        xs, ys = _finite(x, [_value(p[key]) for p in points])
+        if xs:
+            ax.plot(xs, ys, marker=marker, linestyle="--", label=label)
+    ax.set_xticks(x, [p["label"] for p in points])
+    ax.set_xlim(-0.5, len(points) - 0.5)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_ylabel("rate")
+    ax.set_xlabel("model after stage")
+    ax.set_title(title, fontsize=9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", fontsize=8)
+    draw_diagnosis(fig, diagnosis)
+    return fig
+
+
+def plot_stages(points: list[dict[str, Any]], path: str | Path, title: str, diagnosis: list[str]) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig = stages_figure(points, title, diagnosis)
+    try:
+        return save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def stages_markdown(run_id: str, stages: list[dict[str, Any]], points: list[dict[str, Any]], png: str,
+                    diagnosis: list[str]) -> str:
+    """The artifact of a staged run: each stage's run and model, the figures per model, the plot, the diagnosis."""
+    lines = [f"# Staged training run `{run_id}`", "", f"- **plot:** `{png}`", "",
+             "| stage | run | from | final model | steps | this attempt | seconds |", "|---|---|---|---|---:|---:|---:|"]
+    for s in stages:
+        attempt = f"{s['steps_this_attempt']} steps" if s["ran"] else "finished earlier"
+        lines.append(f"| {s['stage']} | `{s['run_id']}` | `{s['start_model']}` | `{s['final_model']}` "
+                     f"| {_fmt(s['steps'])} | {attempt} | {_fmt(s['seconds'], 1)} |")
+    lines += ["", "| model after | held-out success | 95% interval | format-error rate | training reward |",
+              "|---|---:|---|---:|---:|"]
+    for p in points:
+        interval = "-" if p["interval"] is None else f"{p['interval'][0]:.3f}-{p['interval'][1]:.3f}"
+        lines.append(f"| {p['label']} | {_fmt(p['success'])} | {interval} | {_fmt(p['format_rate'])} "
+                     f"| {_fmt(p['reward'])} |")
+    if diagnosis:
+        lines += ["", "## What went wrong", "", *[f"- {line}" for line in diagnosis]]
+    return "\n".join(lines) + "\n"

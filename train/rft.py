@@ -1,19 +1,24 @@
 """Rejection-sampling fine-tuning: per round, k episodes per training task sampled from the current policy in the
 GRPO environment (train/episode.py, the rollouts' own token-level driver), the ones the verifier passes kept, and
-SFT on them (train/sft.py). Each round starts from the previous round's model and reports its acceptance."""
+SFT on them (train/sft.py). Each round starts from the previous round's model and reports its acceptance; a
+round's folder keeps its acceptance and model, so a rerun skips the rounds that finished."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from train.env import Environment, EpisodeResult
 from train.episode import EpisodeLimits, Generator, run_episodes, start_episode
 from train.profiles import Profile
-from train.sft import StageResult, demonstrations, fine_tune
+from train.sft import Demonstration, StageResult, demonstrations, fine_tune
 from train.tasks import TrainingTask
+
+ACCEPTANCE_FILE = "acceptance.json"  # a round's sampling count, written (after its examples) before fine-tuning
+EXAMPLES_FILE = "examples.jsonl"  # the kept episodes as tokenized demonstrations: a resumed round trains on these
 
 
 @dataclass(frozen=True)
@@ -42,11 +47,50 @@ def accept(episodes: Sequence[EpisodeResult], round_no: int = 1) -> tuple[list[E
     return kept, Acceptance(round_no, len(episodes), len(kept))
 
 
-def run_rft(profile: Profile, tasks: list[TrainingTask], env: Environment, user: Callable[[TrainingTask], Any],
-            model_path: str, tokenizer: Any, output_dir: str, callbacks: Sequence[Any] = (),
-            progress: Callable[[str], None] = print) -> tuple[StageResult | None, list[Acceptance]]:
-    """``rft.rounds`` rounds from ``model_path``; the last round's result (None when no round kept an episode:
-    the model is left as it was) and every round's acceptance."""
+def round_done(folder: Path) -> bool:
+    """A round is done when its model is saved, or when it sampled and the verifier kept nothing (no model)."""
+    if (folder / "final" / "config.json").exists():
+        return True
+    saved = read_acceptance(folder)
+    examples = folder / EXAMPLES_FILE
+    return saved is not None and examples.exists() and not examples.read_text().strip()
+
+
+def read_acceptance(folder: Path) -> Acceptance | None:
+    """The acceptance a round recorded in its folder when it sampled (None: it has not)."""
+    path = folder / ACCEPTANCE_FILE
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    return Acceptance(int(data["round"]), int(data["sampled"]), int(data["accepted"]))
+
+
+def run_round(profile: Profile, tasks: list[TrainingTask], env: Environment, user: Callable[[TrainingTask], Any],
+              model_path: str, tokenizer: Any, folder: Path, round_no: int, callbacks: Sequence[Any] = (),
+              progress: Callable[[str], None] = print) -> tuple[StageResult | None, Acceptance]:
+    """One round from ``model_path`` into ``folder``: sample, keep the verified episodes, fine-tune on them (None
+    when none was kept). The kept episodes and the acceptance are written to the folder before the fine-tuning, so a
+    round killed during it resumes on the same examples; a kill during sampling samples again."""
+    saved = read_acceptance(folder)
+    if saved is not None and (folder / EXAMPLES_FILE).exists():
+        lines = (folder / EXAMPLES_FILE).read_text().splitlines()
+        examples = [Demonstration(**json.loads(line)) for line in lines if line]
+        progress(f"rft round {round_no}: resuming the fine-tuning on the {len(examples)} episodes kept earlier")
+        return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress), saved
+    kept, acceptance = _sample_round(profile, tasks, env, user, model_path, tokenizer, round_no)
+    progress(f"rft round {round_no}: accepted {acceptance.accepted} of {acceptance.sampled} episodes "
+             f"({acceptance.rate:.1%})")
+    examples = demonstrations(kept, tokenizer, profile.sft.max_length)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_atomic(folder / EXAMPLES_FILE, "".join(json.dumps(e.row()) + "\n" for e in examples))
+    _write_atomic(folder / ACCEPTANCE_FILE, json.dumps(asdict(acceptance)))
+    if not examples:
+        return None, acceptance
+    return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress), acceptance
+
+
+def _sample_round(profile: Profile, tasks: list[TrainingTask], env: Environment, user: Callable[[TrainingTask], Any],
+                  model_path: str, tokenizer: Any, round_no: int) -> tuple[list[EpisodeResult], Acceptance]:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -54,24 +98,36 @@ def run_rft(profile: Profile, tasks: list[TrainingTask], env: Environment, user:
 
     limits = EpisodeLimits(profile.episode.max_turns, profile.episode.max_completion_tokens,
                            profile.episode.max_turn_tokens)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    generator = HFGenerator(model, tokenizer, profile.rft.temperature, profile.rft.top_p)
+    return accept(sample_episodes(env, tasks, user, generator, tokenizer, profile.rft.samples_per_task, limits),
+                  round_no)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def run_rft(profile: Profile, tasks: list[TrainingTask], env: Environment, user: Callable[[TrainingTask], Any],
+            model_path: str, tokenizer: Any, output_dir: str, callbacks: Sequence[Any] = (),
+            progress: Callable[[str], None] = print) -> tuple[StageResult | None, list[Acceptance]]:
+    """``rft.rounds`` rounds from ``model_path``; the last round's result (None when no round kept an episode:
+    the model is left as it was) and every round's acceptance."""
     current, result, rounds = model_path, None, []
     for n in range(1, profile.rft.rounds + 1):
         folder = Path(output_dir) / f"round-{n}"
-        if (folder / "final" / "config.json").exists():  # a finished round: its model is the next one's start
+        if round_done(folder):  # a finished round: its model (if it kept any episode) is the next one's start
             progress(f"rft round {n}: finished earlier, kept")
-            current = str(folder / "final")
+            if (saved := read_acceptance(folder)) is not None:
+                rounds.append(saved)
+            if (folder / "final" / "config.json").exists():
+                current = str(folder / "final")
             continue
-        model = AutoModelForCausalLM.from_pretrained(current, dtype=torch.float32)
-        generator = HFGenerator(model, tokenizer, profile.rft.temperature, profile.rft.top_p)
-        kept, acceptance = accept(sample_episodes(env, tasks, user, generator, tokenizer,
-                                                  profile.rft.samples_per_task, limits), n)
-        del model
+        round_result, acceptance = run_round(profile, tasks, env, user, current, tokenizer, folder, n, callbacks,
+                                             progress)
         rounds.append(acceptance)
-        progress(f"rft round {n}: accepted {acceptance.accepted} of {acceptance.sampled} episodes "
-                 f"({acceptance.rate:.1%})")
-        examples = demonstrations(kept, tokenizer, profile.sft.max_length)
-        if not examples:
-            continue
-        result = fine_tune(profile, current, tokenizer, examples, str(folder), callbacks, progress)
-        current = str(result.final_checkpoint)
+        if round_result is not None:
+            result, current = round_result, str(round_result.final_checkpoint)
     return result, rounds

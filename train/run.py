@@ -103,11 +103,12 @@ def _num(v: Any) -> float | None:
 
 
 def steps_from_log(log_history: list[dict[str, Any]], run_id: str, completions_per_step: int,
-                   seconds: dict[int, float]) -> list[dict[str, Any]]:
-    """``training_steps`` rows from the trainer's log (one entry per step with logging_steps 1)."""
+                   seconds: dict[int, float], stage: str = "grpo") -> list[dict[str, Any]]:
+    """``training_steps`` rows from the trainer's log (one entry per step with logging_steps 1): GRPO's entries carry
+    a reward, SFTTrainer's (the sft and rft stages) only a loss."""
     rows = []
     for entry in log_history:
-        if "reward" not in entry or "step" not in entry:
+        if "step" not in entry or "train_runtime" in entry or ("reward" not in entry and "loss" not in entry):
             continue  # the end-of-training summary and other non-step entries
         step = int(entry["step"])
         length = _num(entry.get("completions/mean_length"))
@@ -125,7 +126,7 @@ def steps_from_log(log_history: list[dict[str, Any]], run_id: str, completions_p
             "endings_json": json.dumps({k.removeprefix(ENDED): round(v) for k, v in sorted(entry.items())
                                         if k.startswith(ENDED)}),
             "loss": _num(entry.get("loss")), "learning_rate": _num(entry.get("learning_rate")),
-            "seconds": seconds.get(step), "recorded_at": _now()})
+            "seconds": seconds.get(step), "recorded_at": _now(), "stage": stage})
     return rows
 
 
@@ -133,14 +134,17 @@ class _Recorder:
     """Keeps the run row and writes it, with the steps so far, through the single writer."""
 
     def __init__(self, cfg: TrainRunConfig, profile: Profile, built: BuiltSet, output_dir: Path,
-                 progress: Callable[[str], None]) -> None:
-        self.cfg, self.profile, self.progress = cfg, profile, progress
+                 progress: Callable[[str], None], run_id: str | None = None, stage: str = "grpo",
+                 max_steps: int | None = None) -> None:
+        self.cfg, self.profile, self.progress, self.stage = cfg, profile, progress, stage
         self.run_id, config, digest = run_identity(profile, built)
+        self.run_id = run_id or self.run_id  # a stage of a staged run is named after the whole run (train/stages.py)
         self.output_dir = output_dir / self.run_id
         if self.output_dir.resolve().parent != output_dir.resolve():  # a run folder never leaves --output-root
             raise ValueError(f"run id {self.run_id!r} does not name a folder directly under {output_dir}")
         self.completions = profile.grpo.tasks_per_step * profile.grpo.num_generations
         self.seconds: dict[int, float] = {}
+        self.step_offset = 0  # added to the trainer's step numbers (a later rft round)
         previous = read_training_run(cfg.warehouse, self.run_id)
         earlier = checkpoints(self.output_dir)
         self.run: dict[str, Any] = {
@@ -149,16 +153,18 @@ class _Recorder:
             "code_version": train_code_version(), "status": "running", "output_dir": str(self.output_dir),
             "started_at": previous["started_at"] if previous else _now(), "updated_at": _now(),
             "finished_at": None, "global_step": _step_of(earlier[-1]) if earlier else 0,
-            "max_steps": profile.grpo.max_steps,
+            "max_steps": profile.grpo.max_steps if max_steps is None else max_steps,
             "resumes": (previous["resumes"] if previous else 0) + (1 if earlier else 0),
             "resumed_from": earlier[-1] if earlier else None, "checkpoints_json": json.dumps(earlier),
             "final_checkpoint": None, "instances": len(built.data.tasks), "dropped_json": "{}",
             "preference_run_id": built.preference_run_id, "pricing_seed": built.pricing_seed,
-            "reward_curve_png": None, "error": None}
+            "reward_curve_png": None, "error": None, "stage": stage}
 
     def write(self, log_history: list[dict[str, Any]], **changes: Any) -> list[dict[str, Any]]:
         self.run.update(changes, updated_at=_now(), checkpoints_json=json.dumps(checkpoints(self.output_dir)))
-        steps = steps_from_log(log_history, self.run_id, self.completions, self.seconds)
+        steps = steps_from_log(log_history, self.run_id, self.completions, self.seconds, self.stage)
+        for step in steps:  # rft rounds: each round's trainer counts from 1, the run's steps go on
+            step["step"] += self.step_offset
         if is_main():  # under accelerate only the main process writes: one writer
             store_training(self.cfg.warehouse, self.run, steps)
         return steps
@@ -187,12 +193,29 @@ def _step_of(checkpoint: str) -> int:
     return int(Path(checkpoint).name.split("-")[-1])
 
 
+def load_built(cfg: TrainRunConfig, profile: Profile) -> BuiltSet:
+    """The training set ``cfg`` and ``profile`` name: the snapshot's train split with its per-instance draws."""
+    return build_training_set(cfg.warehouse, cfg.snapshot if cfg.snapshot != "latest" else profile.data.snapshot,
+                              profile.data.domains, profile.data.max_tasks, cfg.pricing_seed, cfg.preference_run)
+
+
 def run_training(cfg: TrainRunConfig, progress: Callable[[str], None] = print) -> TrainRunResult:
-    """Train (or resume) the run that ``cfg`` names, recording it in the warehouse; the final row and steps."""
+    """Train (or resume) the run that ``cfg`` names, recording it in the warehouse; the final row and steps.
+
+    A profile with ``stages:`` runs them all in order (train/stages.py); without, it is one GRPO run."""
     profile = load_profile(cfg.profile)
-    built = build_training_set(cfg.warehouse, cfg.snapshot if cfg.snapshot != "latest" else profile.data.snapshot,
-                               profile.data.domains, profile.data.max_tasks, cfg.pricing_seed, cfg.preference_run)
-    recorder = _Recorder(cfg, profile, built, Path(cfg.output_root), progress)
+    if profile.stages is not None:
+        from train.stages import run_stages
+
+        return run_stages(cfg, progress, profile).as_run_result()
+    return train_grpo(cfg, profile, load_built(cfg, profile), progress)
+
+
+def train_grpo(cfg: TrainRunConfig, profile: Profile, built: BuiltSet, progress: Callable[[str], None],
+               run_id: str | None = None, stage: str = "grpo") -> TrainRunResult:
+    """The GRPO run of ``profile`` on ``built`` (from ``profile.model.name``), recorded as ``run_id`` (default: the
+    id the profile and data name) with ``stage``; resumed from its newest complete checkpoint."""
+    recorder = _Recorder(cfg, profile, built, Path(cfg.output_root), progress, run_id, stage)
     if recorder.run["global_step"] >= profile.grpo.max_steps:
         return _already_finished(recorder, progress)
     splits = built.data.splits

@@ -15,6 +15,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from train.checkpoints import complete_checkpoints, resume_point
@@ -128,10 +129,14 @@ def fine_tune(profile: Profile, model_path: str, tokenizer: Any, examples: list[
                          callbacks=list(callbacks))
     start = resume_point(output_dir, progress, move=int(os.environ.get("RANK", "0")) == 0)
     trainer.train(resume_from_checkpoint=start)
-    trainer.save_model(os.path.join(output_dir, "final"))
-    tokenizer.save_pretrained(os.path.join(output_dir, "final"))
+    final = os.path.join(output_dir, "final")
+    trainer.save_model(final)
+    tokenizer.save_pretrained(final)
+    # save_model adds the Trainer's args, which would make ``final`` read as a half-written checkpoint
+    # (train/checkpoints.py): it is a plain model folder, and each checkpoint keeps its own args
+    Path(final, "training_args.bin").unlink(missing_ok=True)
     saved = complete_checkpoints(output_dir)
-    return StageResult(output_dir, trainer.state.global_step, saved, os.path.join(output_dir, "final"),
+    return StageResult(output_dir, trainer.state.global_step, saved, final,
                        len(examples), {}, trainer.state.log_history)
 
 

@@ -1,4 +1,5 @@
-"""Warehouse tables of GRPO training: one row per training run and one per optimizer step.
+"""Warehouse tables of training: one row per training run (a GRPO run, or one stage of a staged run) and one per
+optimizer step.
 
 Same conventions as ``warehouse/models.py``: explicit keys, DOUBLE floats, JSON payloads as text.
 """
@@ -38,6 +39,8 @@ class TrainingRunRow(SQLModel, table=True):
     pricing_seed: int
     reward_curve_png: str | None = None
     error: str | None = None
+    # last, where ADD COLUMN puts it in an older warehouse (whose rows were all GRPO runs)
+    stage: str = Field(default="grpo", sa_column_kwargs={"server_default": "grpo"})  # sft | rft | grpo | evaluate
 
 
 class TrainingStepRow(SQLModel, table=True):
@@ -61,13 +64,17 @@ class TrainingStepRow(SQLModel, table=True):
     # last, where ADD COLUMN puts them in an older warehouse: both orders agree
     rollouts: int | None = None  # rollouts scored in the step, over every process; NULL: recorded before it was
     endings_json: str | None = None  # how those rollouts ended: {"token_limit": 2, ...} (train/env.py ENDINGS)
+    stage: str = Field(default="grpo", sa_column_kwargs={"server_default": "grpo"})  # the run's stage
 
 
 # columns added after warehouses were created (``create_all`` adds tables, never columns): name -> DuckDB type
-ADDED_STEP_COLUMNS = {"rollouts": "INTEGER", "endings_json": "VARCHAR"}
+ADDED_STEP_COLUMNS = {"rollouts": "INTEGER", "endings_json": "VARCHAR", "stage": "VARCHAR DEFAULT 'grpo'"}
+ADDED_RUN_COLUMNS = {"stage": "VARCHAR DEFAULT 'grpo'"}  # every run before stages was a GRPO run
 
 
 def add_missing_columns(con: duckdb.DuckDBPyConnection) -> None:
-    """Bring an older warehouse's ``training_steps`` up to the model (its earlier rows read NULL there)."""
-    for name, sql_type in ADDED_STEP_COLUMNS.items():
-        con.execute(f"ALTER TABLE training_steps ADD COLUMN IF NOT EXISTS {name} {sql_type}")
+    """Bring an older warehouse's ``training_runs`` and ``training_steps`` up to the model (its earlier rows read
+    NULL there, or the column's default)."""
+    for table, columns in (("training_runs", ADDED_RUN_COLUMNS), ("training_steps", ADDED_STEP_COLUMNS)):
+        for name, sql_type in columns.items():
+            con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {sql_type}")

@@ -36,6 +36,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_path: str) -> Path
 
 
 @pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory: pytest.TempPathFactory, smollm2_path: str) -> str:
+    """A one-layer Llama with SmolLM2's tokenizer (tests/train/tiny_trainer.py): real training in seconds."""
+    from tests.train.tiny_trainer import tiny_model
+
+    return tiny_model(tmp_path_factory.mktemp("tiny-model") / "model", smollm2_path)
+
+
+@pytest.fixture(scope="session")
 def tokenizer(smollm2_path: str) -> Any:
     from train.model import load_tokenizer
 

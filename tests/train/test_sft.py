@@ -18,7 +18,7 @@ def _environment(tokenizer: Any) -> Environment:
                        lambda text: len(tokenizer.encode(text, add_special_tokens=False)))
 
 
-def test_demonstrations_train_on_assistant_tokens_only(snapshot_warehouse: str, tokenizer: Any, smollm2_path: str,
+def test_demonstrations_train_on_assistant_tokens_only(snapshot_warehouse: str, tokenizer: Any, tiny_model_path: str,
                                                        tmp_path: Path) -> None:
     data = load_training_set(snapshot_warehouse, "latest", ["weather"])
     train = training_split(snapshot_warehouse, data.snapshot_id, data.tasks)
@@ -45,10 +45,11 @@ def test_demonstrations_train_on_assistant_tokens_only(snapshot_warehouse: str, 
 
     profile = load_profile("cpu-smoke")
     profile = replace(profile, sft=replace(profile.sft, max_steps=1, save_steps=1, max_length=4096))
-    result = fine_tune(profile, smollm2_path, tokenizer, [demo], str(tmp_path / "sft"))
+    # SFTTrainer on a one-layer model with SmolLM2's tokenizer: the same trainer, labels and checkpoints in seconds
+    result = fine_tune(profile, tiny_model_path, tokenizer, [demo], str(tmp_path / "sft"))
     assert result.global_step == 1 and result.checkpoints
     loss = [e["loss"] for e in result.log_history if "loss" in e]
     assert loss and loss[0] > 0
     assert (Path(result.final_checkpoint) / "model.safetensors").exists()
-    again = fine_tune(profile, smollm2_path, tokenizer, [demo], str(tmp_path / "sft"))  # a finished stage: no step
+    again = fine_tune(profile, tiny_model_path, tokenizer, [demo], str(tmp_path / "sft"))  # a finished stage: no step
     assert again.global_step == 1

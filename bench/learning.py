@@ -1,0 +1,120 @@
+"""Learning, measured: the base model and each stage's model (SFT, RFT, GRPO) on the snapshot's held-out split.
+
+    python bench/learning.py --profile cpu-learn --warehouse warehouse/toolscale.duckdb --out work/learning
+    python bench/learning.py --profile cpu-learn --max-tasks 2 --eval-tasks 2 --sft-steps 2 --grpo-steps 1 ...
+
+Runs the profile's stages through train/stages.py (every one of sft, rft, grpo, evaluate when the profile names
+none, as gpu-learn does; evaluate is added when missing), so the evaluate stage scores the base model first and
+then every stage's final model on the test split under held-out pricing. Prints one table: held-out success with a
+95% Wilson interval, format errors, calls per tool, cost per episode, training reward, the share of GRPO steps with
+a non-zero advantage, and wall time per stage; writes it as ``learning.md`` and the stages plot as ``learning.png``
+under ``--out``. A rerun resumes (finished stages are not run again; their wall time then reads as it was recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from train.profiles import STAGES, Profile, load_profile  # noqa: E402
+from train.run import TrainRunConfig, default_warehouse  # noqa: E402
+from train.stages import StageRecord, StagesResult, run_stages  # noqa: E402
+from warehouse.errors import WarehouseError  # noqa: E402
+
+
+def with_overrides(profile: Profile, args: argparse.Namespace) -> Profile:
+    """The profile at the sizes the command line asks for, with every stage and evaluate last."""
+    stages = list(profile.stages or STAGES)
+    if "evaluate" not in stages:
+        stages.append("evaluate")
+    p = replace(profile, stages=stages)
+    if args.max_tasks:
+        p = replace(p, data=replace(p.data, max_tasks=args.max_tasks))
+    if args.eval_tasks:
+        p = replace(p, evaluate=replace(p.evaluate, max_tasks=args.eval_tasks))
+    if args.max_turns:
+        p = replace(p, episode=replace(p.episode, max_turns=args.max_turns))
+    if args.sft_steps:
+        p = replace(p, sft=replace(p.sft, max_steps=args.sft_steps, save_steps=args.sft_steps))
+    if args.rft_samples:
+        p = replace(p, rft=replace(p.rft, samples_per_task=args.rft_samples))
+    if args.grpo_steps:
+        p = replace(p, grpo=replace(p.grpo, max_steps=args.grpo_steps, save_steps=args.grpo_steps))
+    return p
+
+
+def _stage_seconds(record: StageRecord) -> float:
+    if record.ran:
+        return record.seconds
+    started, finished = record.run.get("started_at"), record.run.get("finished_at")
+    return (finished - started).total_seconds() if started and finished else float("nan")
+
+
+def table(result: StagesResult) -> str:
+    by_stage = {r.stage: r for r in result.stages}
+    evaluations = {e.label: e for e in result.evaluations}
+    lines = [f"learning run {result.run_id}",
+             f"{'model':<6}{'held-out':>10}{'95% CI':>14}{'format err':>12}{'USD/episode':>13}{'reward':>8}"
+             f"{'stage s':>9}{'eval s':>8}  calls per tool"]
+    for label in ["base"] + [r.stage for r in result.stages if r.stage != "evaluate"]:
+        e, r = evaluations.get(label), by_stage.get(label)
+        reward = r.reward if r is not None else None
+        seconds = _stage_seconds(r) if r is not None else float("nan")
+        if e is None:
+            lines.append(f"{label:<6}{'-':>10}")
+            continue
+        low, high = e.interval
+        calls = ", ".join(f"{t} {n}" for t, n in sorted(e.calls_per_tool.items(), key=lambda kv: -kv[1]) if n) or "none"
+        lines.append(f"{label:<6}{f'{e.solved}/{e.episodes}':>10}{f'{low:.2f}-{high:.2f}':>14}"
+                     f"{f'{e.format_error_episodes}/{e.episodes}':>12}{e.mean_cost_usd:>13.5f}"
+                     f"{'-' if reward is None else f'{reward:.3f}':>8}{seconds:>9.0f}{e.seconds:>8.0f}  {calls}")
+    grpo = by_stage.get("grpo")
+    if grpo is not None and grpo.steps:
+        learned = sum(1 for s in grpo.steps if s.get("reward_mean") is not None)
+        lines.append(f"GRPO steps with a non-zero advantage: {learned} of {len(grpo.steps)} "
+                     f"({learned / len(grpo.steps):.0%})")
+    if "rft" in by_stage:
+        lines += [f"RFT round {a.round}: accepted {a.accepted} of {a.sampled}" for a in by_stage["rft"].acceptance]
+    if "evaluate" in by_stage:
+        lines.append(f"evaluate stage: {_stage_seconds(by_stage['evaluate']):.0f} s")
+    lines += [f"diagnosis: {line}" for line in result.diagnosis]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="cpu-learn")
+    parser.add_argument("--warehouse", default=default_warehouse())
+    parser.add_argument("--out", default="work/learning", help="the table, the PNG and the stage runs go here")
+    parser.add_argument("--work-dir", default="work", help="cache for converted models")
+    parser.add_argument("--max-tasks", type=int, help="train-split tasks (data.max_tasks)")
+    parser.add_argument("--eval-tasks", type=int, help="held-out tasks per model (evaluate.max_tasks)")
+    parser.add_argument("--max-turns", type=int, help="episode.max_turns")
+    parser.add_argument("--sft-steps", type=int, help="sft.max_steps")
+    parser.add_argument("--rft-samples", type=int, help="rft.samples_per_task")
+    parser.add_argument("--grpo-steps", type=int, help="grpo.max_steps")
+    args = parser.parse_args(argv)
+    try:
+        profile = with_overrides(load_profile(args.profile), args)
+        out = Path(args.out)
+        cfg = TrainRunConfig(profile.name, args.warehouse, output_root=str(out / "runs"), work_dir=args.work_dir)
+        result = run_stages(cfg, lambda m: print(m, file=sys.stderr, flush=True), profile)
+    except (ValueError, OSError, WarehouseError) as exc:  # a bad profile, snapshot or warehouse
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    text = table(result)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "learning.md").write_text(f"```\n{text}\n```\n")
+    shutil.copyfile(result.png, out / "learning.png")
+    print(text)
+    print(f"table: {out / 'learning.md'}  plot: {out / 'learning.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
