@@ -16,6 +16,7 @@ import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -82,53 +83,102 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
 
     Linear in the number of records bar the near-duplicate comparison itself, which is quadratic only within a
     group of tasks with the same gold calls (matrix products, not one search per task)."""
-    embed = embed or embed_minilm
-    seen: dict[str, str] = {}
-    counts = {"exact_duplicate": 0, "near_duplicate": 0, "compared": 0}
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for rec in records:
-        if not rec["accepted"]:
-            continue
-        key = exact_key(rec)
-        if key in seen:
-            _reject(rec, "exact_duplicate", f"exact_duplicate: same gold calls and instruction as {seen[key]}")
-            counts["exact_duplicate"] += 1
-            continue
-        seen[key] = rec["task_id"]
-        groups[(rec["domain"], gold_identity(rec))].append(rec)
-    roots = _roots(records)
-    # a group whose tasks all descend from one base holds variants, never duplicates: nothing to embed
-    collisions = [g for g in groups.values() if len({roots[r["task_id"]] for r in g}) > 1]
-    if not collisions:
-        return counts
-    flat = [rec for g in collisions for rec in g]
-    counts["compared"] = len(flat)
-    vectors = embed([_wording(rec) for rec in flat])
-    offset = 0
-    for group in collisions:
-        vecs = np.ascontiguousarray(vectors[offset: offset + len(group)], dtype="float32")
-        offset += len(group)
-        counts["near_duplicate"] += _reject_near(group, vecs, [roots[r["task_id"]] for r in group], threshold)
-    return counts
+    return Dedup(threshold, embed).add(records)
 
 
-def _reject_near(group: list[dict[str, Any]], vecs: np.ndarray, roots: list[str], threshold: float) -> int:
+class Dedup:
+    """``dedup`` over records that arrive in rounds (a regeneration's top-up shards), each round's records after
+    every earlier round's in the canonical order of their domain: ``add(round)`` decides only the new records and
+    returns the counts so far, and the decisions are those of one ``dedup`` over all rounds together. That
+    holds because the first occurrence wins and a task is compared only with earlier ones: an earlier round's
+    decisions cannot change, and a new task needs the earlier kept tasks of its group, which are kept here.
+    (A top-up shard of a domain has a higher index than all its earlier shards, so it comes later.)"""
+
+    def __init__(self, threshold: float, embed: Embedder | None = None) -> None:
+        self.threshold, self.embed = threshold, embed or embed_minilm
+        self.counts = {"exact_duplicate": 0, "near_duplicate": 0, "compared": 0}
+        self._seen: dict[str, str] = {}
+        self._groups: dict[tuple[str, str], _Group] = {}
+        self._parents: list[dict[str, Any]] = []  # task id and parent of every record so far, for the roots
+
+    def add(self, records: list[dict[str, Any]]) -> dict[str, int]:
+        touched: dict[tuple[str, str], _Group] = {}
+        for rec in records:
+            if not rec["accepted"]:
+                continue
+            key = exact_key(rec)
+            if key in self._seen:
+                _reject(rec, "exact_duplicate", f"exact_duplicate: same gold calls and instruction as {self._seen[key]}")
+                self.counts["exact_duplicate"] += 1
+                continue
+            self._seen[key] = rec["task_id"]
+            gkey = (rec["domain"], gold_identity(rec))
+            group = self._groups.setdefault(gkey, _Group())
+            group.members.append(rec)
+            touched[gkey] = group
+        self._parents += [{"task_id": r["task_id"], "evolved_from": r["evolved_from"]} for r in records]
+        roots = _roots(self._parents)
+        # a group whose tasks all descend from one base holds variants, never duplicates: nothing to embed
+        collisions = []
+        for group in touched.values():
+            if len({roots[r["task_id"]] for r in group.members}) > 1:
+                collisions.append(group)
+            else:
+                group.keep_all()
+        texts = [_wording(r) for g in collisions for r in g.members[len(g.vectors):]]
+        self.counts["compared"] += len(texts)
+        vectors = self.embed(texts) if texts else np.zeros((0, 384), dtype="float32")
+        offset = 0
+        for group in collisions:
+            fresh = len(group.members) - len(group.vectors)
+            group.vectors += list(vectors[offset: offset + fresh])
+            offset += fresh
+            self.counts["near_duplicate"] += group.decide([roots[r["task_id"]] for r in group.members],
+                                                          self.threshold)
+        return dict(self.counts)
+
+
+@dataclass
+class _Group:
+    """The tasks of one domain with the same gold calls, in order; their vectors (embedded once the group holds
+    more than one lineage) and whether each decided one was kept."""
+
+    members: list[dict[str, Any]] = field(default_factory=list)
+    vectors: list[np.ndarray] = field(default_factory=list)
+    kept: list[bool] = field(default_factory=list)
+
+    def keep_all(self) -> None:
+        """One lineage so far: its variants are never duplicates of each other."""
+        self.kept += [True] * (len(self.members) - len(self.kept))
+
+    def decide(self, roots: list[str], threshold: float) -> int:
+        """Keep or reject each undecided member against the earlier kept ones (``_reject_near``)."""
+        vecs = np.ascontiguousarray(np.stack(self.vectors), dtype="float32")
+        rejected, self.kept = _reject_near(self.members, vecs, roots, threshold, self.kept)
+        return rejected
+
+
+def _reject_near(group: list[dict[str, Any]], vecs: np.ndarray, roots: list[str], threshold: float,
+                 decided: list[bool] | None = None) -> tuple[int, list[bool]]:
     """In order, reject each task whose wording is within ``threshold`` of an earlier kept task of another
-    lineage (the most similar such one is named); returns how many were rejected."""
+    lineage (the most similar such one is named). The first ``len(decided)`` tasks were decided before (True:
+    kept) and stay so. Returns how many were rejected now, and every task's kept flag."""
+    decided = decided or []
     sims = vecs @ vecs.T  # one product per group: a group is the tasks of one gold, hundreds at most
     root_ids = np.unique(np.asarray(roots), return_inverse=True)[1]
     kept = np.zeros(len(group), dtype=bool)
+    kept[:len(decided)] = decided
     rejected = 0
-    for i, rec in enumerate(group):
+    for i in range(len(decided), len(group)):
         row = np.where(kept[:i] & (root_ids[:i] != root_ids[i]), sims[i, :i], -np.inf)
         j = int(np.argmax(row)) if i else -1
         if i and row[j] >= threshold:
-            _reject(rec, "near_duplicate",
+            _reject(group[i], "near_duplicate",
                     f"near_duplicate: cosine {row[j]:.3f} to {group[j]['task_id']} with the same gold calls")
             rejected += 1
             continue
         kept[i] = True
-    return rejected
+    return rejected, kept.tolist()
 
 
 def _wording(rec: dict[str, Any]) -> str:

@@ -47,13 +47,13 @@ def test_one_shard_per_batch_when_there_are_few_shards() -> None:
 def test_batched_pool_run_publishes_the_snapshot_of_a_one_by_one_run(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     workers = 2
-    monkeypatch.setattr("pipeline.regenerate.BATCHES_PER_WORKER", 1)  # a small plan in batches of 3 shards
+    monkeypatch.setattr("pipeline.regenerate.BATCHES_PER_WORKER", 1)  # a small plan in batches of a few shards
     small: dict[str, Any] = {"domains": ["weather", "sport"], "tasks_per_domain": 40, "base_per_shard": 8}
     one_by_one = RegenerateConfig(**small, workers=1, warehouse=str(tmp_path / "a.duckdb"),
                                   work_dir=str(tmp_path / "a"))
     pooled = RegenerateConfig(**small, workers=workers, warehouse=str(tmp_path / "b.duckdb"),
                               work_dir=str(tmp_path / "b"))
-    assert {len(b) for b in shard_batches(initial_plan(pooled), workers)} == {3}  # really batched
+    assert min(len(b) for b in shard_batches(initial_plan(pooled), workers)) > 1  # really batched
     first, _ = regenerate(one_by_one, progress=lambda m: None)
     second, _ = regenerate(pooled, progress=lambda m: None)
     assert first.status == second.status == "published"

@@ -9,7 +9,7 @@ import copy
 from pathlib import Path
 
 from pipeline.regenerate import RegenerateConfig, initial_plan, load_records, run_local
-from synthesis.dedup import dedup, pairwise_dedup
+from synthesis.dedup import Dedup, dedup, pairwise_dedup
 
 THRESHOLD = 0.9
 
@@ -25,12 +25,23 @@ def test_dedup_rejects_exactly_what_the_full_pairwise_computation_rejects(tmp_pa
     assert accepted_before >= 250  # a few hundred tasks
 
     expected = pairwise_dedup(copy.deepcopy(records), THRESHOLD)
+    in_rounds = copy.deepcopy(records)
     counts = dedup(records, THRESHOLD)
     got = {r["task_id"]: r["reason"] for r in records
            if r["reason"] in ("exact_duplicate", "near_duplicate") and r["reason_detail"].startswith(r["reason"])}
     assert counts["near_duplicate"] > 0  # the comparison is not vacuous
     assert got == expected
     assert counts["compared"] < accepted_before  # and it embedded fewer tasks than the full computation
+
+    # in rounds, as a regeneration with top-ups runs it (each round: later shards of each domain), the same
+    rounds = Dedup(THRESHOLD)
+    for first, last in ((0, 1), (1, 3), (3, 99)):
+        part = [r for r in in_rounds if first <= int(r["candidate_id"].split("-")[2]) < last]
+        assert part
+        so_far = rounds.add(part)
+    assert so_far == counts
+    assert [(r["accepted"], r["reason"], r["reason_detail"]) for r in in_rounds] == \
+        [(r["accepted"], r["reason"], r["reason_detail"]) for r in records]
 
 
 def test_lineage_by_root_matches_lineage_by_sets() -> None:

@@ -198,3 +198,22 @@ def test_the_documented_example_queries_run(reference: Any) -> None:
         assert con.execute(queries[0]).fetchall()  # per-domain summary of the latest snapshot is not empty
     finally:
         con.close()
+
+
+def test_a_run_with_top_up_rounds_publishes_what_one_round_of_the_same_shards_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an optimistic yield plans too few shards, so the run tops up (and dedups each round's shards alone)
+    monkeypatch.setattr("pipeline.regenerate.DOMAIN_TASKS_PER_BASE", {"weather": 3.0})
+    lines: list[str] = []
+    topped, summary = regenerate(_cfg(tmp_path / "a", domains=["weather"], tasks_per_domain=60), progress=lines.append)
+    assert any(line.startswith("short of the requested counts") for line in lines)
+    final = summary["shards"]
+    assert final > 3  # ceil(60 / (8 * 3.0)) shards were planned first
+    # the plan that needs no top-up: exactly the shards the first run ended with
+    monkeypatch.setattr("pipeline.regenerate.DOMAIN_TASKS_PER_BASE", {"weather": 60 / (8 * final) * 1.0001})
+    lines.clear()
+    one, again = regenerate(_cfg(tmp_path / "b", domains=["weather"], tasks_per_domain=60), progress=lines.append)
+    assert not any(line.startswith("short of the requested counts") for line in lines)
+    assert again["shards"] == final
+    assert one.snapshot_id == topped.snapshot_id
+    assert again["dedup"] == summary["dedup"] and again["rejection_reasons"] == summary["rejection_reasons"]
