@@ -236,13 +236,6 @@ def _canonical(shards: Iterable[ShardConfig]) -> list[ShardConfig]:
     return sorted(shards, key=lambda s: (domain_order(s.domain), s.shard))
 
 
-def _by_shard(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for rec in records:
-        out.setdefault(rec["candidate_id"].rsplit("-", 1)[0], []).append(rec)
-    return out
-
-
 def load_records(cfg: RegenerateConfig, shards: Iterable[ShardConfig]) -> list[dict[str, Any]]:
     """Every candidate of the given shards in canonical order (domain order, shard index, position)."""
     records = []
@@ -419,10 +412,9 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
                 warm = None
             tick, tick_cpu = time.perf_counter(), time.process_time()
             # only this round's shards are read and deduped: they follow every earlier shard of their domain
-            fresh = load_records(cfg, batch)
-            counts = deduper.add(fresh)
-            by_shard.update(_by_shard(fresh))
-            records = [r for s in _canonical(shards) for r in by_shard.get(s.shard_id, [])]
+            by_shard.update({s.shard_id: load_records(cfg, [s]) for s in batch})
+            counts = deduper.add([r for s in _canonical(batch) for r in by_shard[s.shard_id]])
+            records = [r for s in _canonical(shards) for r in by_shard[s.shard_id]]
             timings["dedup_s"] += time.perf_counter() - tick
             dedup_cpu = time.process_time() - tick_cpu  # all its threads
             timings["dedup_cpu_s"] = timings.get("dedup_cpu_s", 0.0) + dedup_cpu

@@ -52,8 +52,8 @@ _embedded: dict[str, np.ndarray] = {}
 
 
 def embed_minilm(texts: Sequence[str]) -> np.ndarray:
-    """Unit-length 384-d sentence embeddings from the packaged all-MiniLM-L6-v2, memoised per text (a
-    regeneration dedups again after every top-up round; only new texts are encoded)."""
+    """Unit-length 384-d sentence embeddings from the packaged all-MiniLM-L6-v2, memoised per text (the same
+    request in several groups, or in later calls of one process, is encoded once)."""
     missing = list(dict.fromkeys(t for t in texts if t not in _embedded))
     if missing:
         vectors = minilm().encode(missing, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
