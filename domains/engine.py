@@ -291,11 +291,11 @@ class Database:
             return ToolResult(True, output=output, writes=frozenset(writes))
         return ToolResult(True, output=output, reads=frozenset(reads | _arg_keys(self.engine, params)))
 
-    def dry_run(self, name: str, arguments: Any) -> ToolResult:
+    def dry_run(self, name: str, arguments: Any, side: str = "agent") -> ToolResult:
         """What ``call`` would return now, with every change rolled back afterwards."""
         self.conn.execute("SAVEPOINT dry_run")
         try:
-            return self.call(name, arguments)
+            return self.call(name, arguments, side)
         finally:
             self.conn.execute("ROLLBACK TO dry_run")
             self.conn.execute("RELEASE dry_run")

@@ -31,6 +31,16 @@ class CallTemplate:
 
 
 @dataclass(frozen=True)
+class AssertTemplate:
+    """An assertion on the final state (one of the spec's ``assertions:``) with argument templates, and the value
+    it must give (tau2's ``assert_value``)."""
+
+    name: str
+    arguments: dict[str, Any]
+    value: bool = True
+
+
+@dataclass(frozen=True)
 class Identification:
     tool: str
     arguments: dict[str, Any]
@@ -142,6 +152,11 @@ class Outcome:
     calls: tuple[CallTemplate, ...]
     say: tuple[str, ...]
     rule: str
+    # dual control (a spec with user tools): the calls that put the world in the state this outcome starts from (run
+    # before the episode, tau2's initialization actions: a phone in airplane mode), and the assertions the final
+    # state must pass (tau2's ENV_ASSERTION: the phone has service again). Empty for every other domain.
+    setup: tuple[CallTemplate, ...] = ()
+    asserts: tuple[AssertTemplate, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -213,7 +228,10 @@ def build_intents(raw: list[dict[str, Any]] | None) -> tuple[Intent, ...]:
         knows=tuple(i.get("knows", ())), find=tuple(_call(c) for c in i.get("find", ())),
         for_someone_else=tuple(i.get("for_someone_else", ())),
         outcomes=tuple(Outcome(name, tuple(_call(c) for c in o.get("calls", ())), tuple(o.get("say", ())),
-                               o.get("rule", "").strip()) for name, o in i["outcomes"].items()),
+                               o.get("rule", "").strip(), tuple(_call(c) for c in o.get("setup", ())),
+                               tuple(AssertTemplate(a["assert"], dict(a.get("arguments", {})),
+                                                    bool(a.get("value", True))) for a in o.get("asserts", ())))
+                       for name, o in i["outcomes"].items()),
     ) for i in raw or ())
 
 
@@ -416,6 +434,41 @@ def _intent_problems(spec: DomainSpec, intent: Intent, tools: dict[str, Any], db
         for s_i, text in enumerate(outcome.say):
             out += [f".outcomes.{outcome.name}.say[{s_i}]: slot {{{s}}} is neither a column of the candidates query nor of the user's row"
                     for s in _slots(text) if s not in known]
+        out += [f".outcomes.{outcome.name}{m}" for m in _start_problems(spec, outcome, tools, known)]
+    return out
+
+
+def _start_problems(spec: DomainSpec, outcome: Outcome, tools: dict[str, Any], known: set[str]) -> list[str]:
+    """An outcome's setup calls and final-state assertions (dual control): known tools and assertions, their
+    parameters, and slots the candidates query or the user's row fill."""
+    out = []
+    if (outcome.setup or outcome.asserts) and not spec.dual:
+        out.append(": setup and asserts describe a user's own state; this spec declares no user tables or tools")
+    for c_i, call in enumerate(outcome.setup):
+        tool = tools.get(call.tool)
+        if tool is None:
+            out.append(f".setup[{c_i}].tool: unknown tool {call.tool!r}")
+            continue
+        for param, value in call.arguments.items():
+            if param not in tool.param_names:
+                out.append(f".setup[{c_i}].arguments.{param}: not a parameter of {call.tool}")
+            out += [f".setup[{c_i}].arguments.{param}: slot {{{s}}} is neither a column of the candidates query "
+                    f"nor of the user's row" for s in _slots(value) if s not in known]
+        missing = [p for p in tool.required if p not in call.arguments]
+        if missing:
+            out.append(f".setup[{c_i}].arguments: missing required parameter(s) {', '.join(missing)} of {call.tool}")
+    for a_i, check in enumerate(outcome.asserts):
+        assertion = spec.assertions.get(check.name)
+        if assertion is None:
+            out.append(f".asserts[{a_i}].assert: unknown assertion {check.name!r}; declare it under assertions:")
+            continue
+        for param, value in check.arguments.items():
+            if param not in assertion.parameters:
+                out.append(f".asserts[{a_i}].arguments.{param}: not a parameter of {check.name}")
+            out += [f".asserts[{a_i}].arguments.{param}: slot {{{s}}} is neither a column of the candidates query "
+                    f"nor of the user's row" for s in _slots(value) if s not in known]
+    if outcome.asserts and not outcome.setup:
+        out.append(".asserts: an outcome judged on the final state starts from a setup that breaks it; add setup:")
     return out
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from domains.registry import (DOMAIN_NAMES, DOMAINS_DIR, available_domains, default_task_count, domain_order,
                               get_engine, get_spec, spec_path, unknown_domain)
 from synthesis.dedup import Dedup, dedup, minilm
+from pipeline.balance import trim_forbidden
 from pipeline.lifecycle import exit_when_orphaned
 from pipeline.stage_cost import add_shard_cpu, cpu_price, stage_rows
 from synthesis.generate import ShardConfig, generate_shard
@@ -330,7 +331,11 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
         cpu["dedup"] = cpu.get("dedup", 0.0) + time.process_time() - tick_cpu
     else:
         records, counts = deduped
+    trimmed = trim_forbidden(records)  # after dedup, which rejects mostly plain requests (pipeline/balance.py)
     summary = summarise(records, counts)
+    if trimmed:
+        progress(f"forbidden-request share above the gate's ceiling: left out {trimmed}")
+        summary["forbidden_trimmed"] = trimmed
     summary["shards"] = len(shards)
     domains, tools = domain_rows(cfg)
     bundle = SnapshotBundle(

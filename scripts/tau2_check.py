@@ -133,6 +133,17 @@ def check_task(domain: str, task: Task, write_tools: set[str], schemas: dict[str
                                           "name alone (compare_args: [])")
             return result
         writes = with_arguments
+    if not with_arguments and by_db and writes:
+        # judged by the DB hash, yet no write takes an argument (a synthesised phone fix, toggle_data()): the gold
+        # with its last write left undone is the world one step short, which must score 0 as a changed one does
+        last_write = writes[-1]
+        calls = gold[:last_write] + gold[last_write + 1:]
+        result["altered_note"] = "no write takes an argument: the last write is left undone"
+        result["altered"] = score(domain, task, trajectory(new_env(), task, calls, said))
+        result["altered_call"] = {"tool": gold[last_write][0], "position": last_write, "dropped": True,
+                                  "requestor": gold[last_write][2], "refused_by_tool": False,
+                                  "reward": result["altered"]}
+        return result
     if not with_arguments:
         result["altered"], result["altered_call"] = None, None
         result["altered_excluded"] = "no write of the gold takes an argument"

@@ -140,7 +140,8 @@ def facts_of(task: Task) -> TaskFacts:
     return TaskFacts(task.domain, task.gold_calls, task.communicate_info, task.reason_for_call(),
                      task.instruction_text(), tuple(task.notes), task.persona.name if task.persona else None,
                      task.persona.role if task.persona else None, task.user, task.identify_tools, task.seed,
-                     task.clause_skeletons(), task.said_values())
+                     task.clause_skeletons(), task.said_values(),
+                     task.verifiable().contract() if task.setup_calls or task.env_assertions or task.actions else None)
 
 
 def generate_shard(cfg: ShardConfig) -> dict[str, Any]:

@@ -186,6 +186,8 @@ def _as_child(parent: Task, made: Task) -> LLMEvolvedTask:
                           evolved_from=parent.task_id, operator=f"llm:{made.operator}", depth=made.depth,
                           distractors=list(made.distractors), persona=made.persona, user=made.user,
                           identify_tools=made.identify_tools, base_text=parent.reason_for_call(),
+                          criteria=made.criteria, setup_calls=made.setup_calls,
+                          env_assertions=made.env_assertions, actions=made.actions,
                           base_requests=len(parent.requests))
 
 

@@ -177,7 +177,8 @@ def _rewritten(task: Task, paraphrase: str) -> ParaphrasedTask:
     return ParaphrasedTask(domain=task.domain, seed=task.seed, requests=list(task.requests), style=task.style,
                            evolved_from=task.task_id, operator=STAGE, depth=task.depth,
                            distractors=list(task.distractors), persona=task.persona, user=task.user,
-                           identify_tools=task.identify_tools, paraphrase=paraphrase)
+                           identify_tools=task.identify_tools, paraphrase=paraphrase, criteria=task.criteria,
+                           setup_calls=task.setup_calls, env_assertions=task.env_assertions, actions=task.actions)
 
 
 __all__ = ["ParaphraseResult", "ParaphrasedTask", "Rejection", "judge", "paraphrase_tasks",

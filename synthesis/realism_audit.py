@@ -45,6 +45,9 @@ class TaskFacts:
     seed: int = 0
     clause_skeletons: tuple[str, ...] = ()  # each request clause as said, record values replaced by '{}'
     said_values: tuple[str, ...] = ()  # the record values the request spells out (names, places, ids)
+    # what decides "solved" beyond the gold (VerifiableTask's contract): a dual-control task starts from its setup
+    # calls and is judged on its assertions too; None: every check, no setup (any other task)
+    contract: dict[str, Any] | None = None
 
 
 _ID_PATTERNS: dict[tuple[str, str], re.Pattern[str] | None] = {}
@@ -87,8 +90,8 @@ def task_figures(engine: DomainEngine, facts: TaskFacts, derivation: Derivation 
     spec = engine.spec
     calls = facts.gold_calls
     verifiable = VerifiableTask(facts.domain, facts.seed, calls, facts.communicate_info, facts.user,
-                                facts.identify_tools)
-    gold = replay(engine, calls)
+                                facts.identify_tools).with_contract(facts.contract)
+    gold = replay(engine, calls, verifiable.setup_calls)
     try:
         lazy = lazy_passes(engine, verifiable, facts.request, gold)
         violations = end_state_violations(engine, calls, gold)
@@ -107,7 +110,7 @@ def task_figures(engine: DomainEngine, facts: TaskFacts, derivation: Derivation 
         "staff_only_calls": sum(c.name in staff_only_tools(spec) for c in calls) if customer else 0,
         "internal_ids": len(ids.findall(facts.request)) if ids else 0,
         "invariant_violations": violations,
-        "noop_writes": noop_writes(engine, calls),
+        "noop_writes": noop_writes(engine, calls, verifiable.setup_calls),
         "empty_passes": int(lazy.empty_ours) + int(lazy.empty_tau2),
         "parrot_passes": int(lazy.parrot_ours) + int(lazy.parrot_tau2),
         "short_communicate": sum(bool(BARE_SHORT.match(i)) for i in facts.communicate_info),

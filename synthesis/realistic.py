@@ -16,7 +16,7 @@ from datetime import date
 from typing import Any
 
 from domains.engine import Database, ToolCall
-from domains.realism_spec import ACT_FOR_USER, CallTemplate, Intent, Role, template_problems
+from domains.realism_spec import ACT_FOR_USER, AssertTemplate, CallTemplate, Intent, Role, template_problems
 from synthesis.persona import Persona
 from verifiers.words import find_word
 from synthesis.requests import Request
@@ -88,6 +88,16 @@ def bind(call: CallTemplate, ctx: dict[str, Any], properties: dict[str, Any] | N
         else:
             args[name] = value
     return ToolCall(call.tool, args)
+
+
+def bind_assert(check: AssertTemplate, ctx: dict[str, Any], side: str) -> dict[str, Any] | None:
+    """An outcome's assertion on the final state as a task's env assertion (tau2's shape: ``env_type`` is the
+    toolkit of the ``side`` whose tables it reads), or None if a slot has no value."""
+    args = bind(CallTemplate(check.name, check.arguments), ctx)
+    if args is None:
+        return None
+    return {"env_type": "user" if side == "user" else "assistant", "func_name": check.name,
+            "arguments": args.arguments, "assert_value": check.value}
 
 
 def _decoded(schema: dict[str, Any], value: Any) -> Any:
@@ -184,13 +194,36 @@ class Realism:
     def writes(self) -> set[str]:
         return {t.name for t in self.spec.tools if t.kind == "write"}
 
+    def agent_writes(self) -> set[str]:
+        """The write tools the agent calls (a dual-control spec's user writes change the user's own device)."""
+        return {t.name for t in self.spec.tools if t.kind == "write" and t.side == "agent"}
+
+    def sided(self, call: ToolCall) -> ToolCall:
+        """The call from the side whose tool it is: the user makes a user tool's call, on their own device."""
+        tool = self.spec.tool(call.name)
+        side = tool.side if tool is not None else "agent"
+        return call if side == call.side else ToolCall(call.name, call.arguments, side)
+
+    def setup(self, intent: Intent, person: dict[str, Any], row: dict[str, Any]) -> tuple[ToolCall, ...] | None:
+        """The calls that set up the start an outcome is about (dual control), as the task's setup calls; () for
+        an outcome without a setup, None when a slot has no value."""
+        outcome = intent.outcome(str(row.get("outcome")))
+        if outcome is None:
+            return None
+        ctx = {**person, **row, "user_name": self.users.person_name(person)}
+        calls = [bind(c, ctx, self._properties(c.tool)) for c in outcome.setup]
+        if any(c is None for c in calls):
+            return None
+        return tuple(ToolCall(c.name, c.arguments, "setup") for c in calls if c is not None)
+
     def intent_request(self, db: Database, intent: Intent, person: dict[str, Any], row: dict[str, Any],
                        rng: random.Random, seen: set[tuple[str, Any]] | None = None,
-                       earlier: Sequence[Any] = ()) -> Request | None:
+                       earlier: Sequence[Any] = (), setup: tuple[ToolCall, ...] = ()) -> Request | None:
         """The user's goal about one row, with the gold the policy decides; runs the calls on ``db``.
         ``seen``: rows earlier gold calls already read; a look-up that reads nothing new is left out of the gold
         (the agent may still make it), since a gold call that no check can miss teaches nothing. ``earlier``: what
-        the task's earlier gold calls returned, so a record already looked up is not looked up again."""
+        the task's earlier gold calls returned, so a record already looked up is not looked up again. ``setup``: the
+        outcome's setup calls (``setup``), already run on ``db`` before the task's first call; kept on the request."""
         seen = set(seen or ())
         outcome = intent.outcome(str(row.get("outcome")))
         if outcome is None:
@@ -201,7 +234,10 @@ class Realism:
             call = bind(template, ctx, self._properties(template.tool))
             if call is None:
                 return None
-            calls.append(call)
+            calls.append(self.sided(call))
+        asserts = tuple(bind_assert(a, ctx, self.spec.assertions[a.name].side) for a in outcome.asserts)
+        if any(a is None for a in asserts):
+            return None
         calls_run, seen_before = tuple(calls), frozenset(seen)
         identified = self._identified(db, intent.role, person)  # before this goal's calls change anything
         result: dict[str, Any] | None = None
@@ -209,14 +245,16 @@ class Realism:
         kept: set[int] = set()
         outputs: list[Any] = []
         for i, call in enumerate(calls):
-            got = db.call(call.name, call.arguments)
+            got = db.call(call.name, call.arguments, call.side)
             if not got.ok:
                 return None
             outputs.append(got.output)
             if isinstance(got.output, dict):
                 result = got.output
             written |= set(got.writes)
-            if call.name in self.writes() or not got.reads <= seen:
+            # what the user reads off their own device is how the agent tells one cause from another, and shows no
+            # record key: such a read among the outcome's calls stays
+            if call.name in self.writes() or not got.reads <= seen or (call.side == "user" and i >= len(intent.find)):
                 kept.add(i)
             seen |= set(got.reads)
         say = []
@@ -245,7 +283,7 @@ class Realism:
         if not outcome.calls and not outcome.say and len(intent.outcomes) == 1:
             notes += ("forbidden=role",)  # nothing to do and nothing to say: a request the role may not make
         return Request("intent", clause, tuple(calls), tuple(say), known, entities=tuple(sorted(written, key=repr)),
-                       notes=notes, says=spelled_out(clause, shown))
+                       notes=notes, says=spelled_out(clause, shown), setup=setup, asserts=asserts)
 
     def _identified(self, db: Database, role_name: str, person: dict[str, Any]) -> Any:
         """What identifying the user returns now (their record, for a role identified by a details look-up)."""
@@ -281,7 +319,7 @@ class Realism:
         intent = rng.choice(pool)
         me = self.user_key(intent.role, person)[1]
         options = [(p, r) for p, r in self.pairs(intent)
-                   if self.user_key(intent.role, p)[1] != me and _writes(intent, r, self.writes())]
+                   if self.user_key(intent.role, p)[1] != me and _writes(intent, r, self.agent_writes())]
         rng.shuffle(options)
         for other, row in options[:8]:
             outcome = intent.outcome(str(row["outcome"]))
@@ -290,8 +328,10 @@ class Realism:
             calls = [bind(c, ctx, self._properties(c.tool)) for c in outcome.calls]
             if any(c is None for c in calls):
                 continue
-            # the forbidden act must be one the tools would let through, or refusing it teaches nothing
-            if not all(db.dry_run(c.name, c.arguments).ok for c in calls if c is not None):
+            # the forbidden act must be one the tools would let through, or refusing it teaches nothing (the
+            # agent's part of it: another person's phone is not in this user's hands)
+            sided = [self.sided(c) for c in calls if c is not None]
+            if not all(db.dry_run(c.name, c.arguments).ok for c in sided if c.side == "agent"):
                 continue
             clause = render(rng.choice(intent.for_someone_else), _humanise(ctx))
             if clause is None:

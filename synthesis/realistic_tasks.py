@@ -24,6 +24,7 @@ from synthesis.realistic import Realism
 from synthesis.requests import Request
 from synthesis.task import Task, style_for
 from synthesis.toolgraph import ToolGraph
+from verifiers.types import CHECKS
 
 WRITE, REFUSAL, ANSWER = "write", "refusal", "answer"  # what the gold does about one goal
 GOAL_KINDS = (WRITE, REFUSAL, ANSWER)
@@ -177,8 +178,12 @@ def _replayed(graph: ToolGraph, task: Task, seen: set[tuple[str, Any]] | None = 
     """A database where the task's gold has run; ``seen`` collects the rows its calls read, ``outputs`` what
     they returned."""
     db = graph.engine.fresh()
+    for c in task.setup_calls:  # a dual-control task's start (its phone broken), as the verifier replays it
+        if not db.call(c.name, c.arguments, c.side).ok:
+            db.close()
+            return None
     for c in task.gold_calls:
-        got = db.call(c.name, c.arguments)
+        got = db.call(c.name, c.arguments, c.side)
         if not got.ok:
             db.close()
             return None
@@ -209,12 +214,17 @@ def base_candidate(graph: ToolGraph, rng: random.Random, seed: int, kinds: list[
     intent, person, row = drawn
     if with_forbidden is None:
         with_forbidden = rng.random() < FORBIDDEN_IN_BASE
+    setup = realism.setup(intent, person, row)
+    if setup is None:
+        return None
     with graph.engine.fresh() as db:
+        if not all(db.call(c.name, c.arguments, c.side).ok for c in setup):  # the start comes before any turn
+            return None
         ident = realism.identification(role, person, rng)
         got = db.call(ident.calls[0].name, ident.calls[0].arguments) if ident else None
         if ident is None or got is None or not got.ok:
             return None
-        goal = realism.intent_request(db, intent, person, row, rng, set(got.reads))
+        goal = realism.intent_request(db, intent, person, row, rng, set(got.reads), setup=setup)
         if goal is None:
             return None
         requests = [ident, goal]
@@ -224,7 +234,23 @@ def base_candidate(graph: ToolGraph, rng: random.Random, seed: int, kinds: list[
                 requests.append(extra)  # after the goal: forbidden phrasings read as an add-on
     r = realism.role(role)
     return Task(graph.spec.name, seed, requests, style_for(rng), persona=realism.persona(role, person, rng),
-                user=realism.user_key(role, person), identify_tools=tuple(i.tool for i in r.identify), now=graph.spec.now)
+                user=realism.user_key(role, person), identify_tools=tuple(i.tool for i in r.identify),
+                now=graph.spec.now, **dual_control(goal))
+
+
+def dual_control(goal: Request) -> dict[str, Any]:
+    """A task's start and final-state checks from the goal that sets them up (dual control: its setup calls, its
+    assertions, and the assertions among the checks that decide "solved"); nothing for any other goal."""
+    if not (goal.setup or goal.asserts):
+        return {}
+    return {"setup_calls": goal.setup, "env_assertions": goal.asserts,
+            "criteria": CHECKS + (("assertions",) if goal.asserts else ())}
+
+
+def _starts(intent: Intent) -> bool:
+    """Whether an intent's goals set up a start of their own (dual control): only a task's first goal can, since
+    the setup runs before the episode."""
+    return any(o.setup for o in intent.outcomes)
 
 
 Pairs = list[tuple[dict[str, Any], dict[str, Any]]]
@@ -300,7 +326,8 @@ def _child(parent: Task, requests: list[Request], operator: str, rng: random.Ran
     for _ in range(STYLE_DRAWS):
         child = Task(parent.domain, parent.seed, requests, style_for(rng), evolved_from=parent.task_id,
                      operator=operator, depth=parent.depth + 1, persona=parent.persona, user=parent.user,
-                     identify_tools=parent.identify_tools, now=parent.now)
+                     identify_tools=parent.identify_tools, now=parent.now, criteria=parent.criteria,
+                     setup_calls=parent.setup_calls, env_assertions=parent.env_assertions)
         if _opening(child) != opening:
             break
     return child
@@ -326,7 +353,7 @@ def add_goal(graph: ToolGraph, parent: Task, rng: random.Random, kinds: list[str
     if db is None:
         return None
     try:
-        intents = [i for i in _goal_intents(realism, role) if f"intent={i.name}" not in done]
+        intents = [i for i in _goal_intents(realism, role) if f"intent={i.name}" not in done and not _starts(i)]
         rng.shuffle(intents)
         open_rows: dict[str, list[dict[str, Any]]] = {}  # per intent, read once from the parent's end state
         for wanted in ([None] if kinds is None else kinds):

@@ -29,6 +29,10 @@ class Request:
     entities: tuple[tuple[str, Any], ...] = ()  # (table, key) the request is about
     notes: tuple[str, ...] = field(default_factory=tuple)
     says: tuple[str, ...] = ()  # the record values the clause spells out (what a rewrite of it must keep)
+    # dual control: the calls that set up the start this goal is about (a phone in airplane mode) and the
+    # assertions its final state must pass (the phone has service again); the task runs them as tau2 does
+    setup: tuple[ToolCall, ...] = ()
+    asserts: tuple[dict[str, Any], ...] = ()
 
 
 def show(value: Any) -> str:

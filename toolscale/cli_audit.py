@@ -111,19 +111,27 @@ def recompute(con: Any, snapshot_id: str) -> list[dict[str, Any]]:
     from synthesis.persona import scenario_role
     from synthesis.realism_audit import TaskFacts, aggregate, task_figures
 
-    tasks = con.execute("SELECT task_id, domain, seed, instruction, communicate_info_json, tau2_json FROM tasks "
-                        "WHERE snapshot_id = ? ORDER BY domain, task_id", [snapshot_id]).fetchall()
+    columns = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                         "WHERE table_name = 'tasks'").fetchall()}
+    contract_sql = "verification_json" if "verification_json" in columns else "NULL"  # older snapshots: none stored
+    tasks = con.execute(f"SELECT task_id, domain, seed, instruction, communicate_info_json, tau2_json, {contract_sql} "
+                        "FROM tasks WHERE snapshot_id = ? ORDER BY domain, task_id", [snapshot_id]).fetchall()
+    call_columns = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                              "WHERE table_name = 'gold_calls'").fetchall()}
+    side_sql = "side" if "side" in call_columns else "NULL"
     calls: dict[str, list[ToolCall]] = defaultdict(list)
-    for task_id, name, args in con.execute("SELECT task_id, name, arguments_json FROM gold_calls WHERE snapshot_id = ? "
-                                           "ORDER BY task_id, position", [snapshot_id]).fetchall():
-        calls[task_id].append(ToolCall(name, json.loads(args)))
+    for task_id, name, args, side in con.execute(f"SELECT task_id, name, arguments_json, {side_sql} FROM gold_calls "
+                                                 "WHERE snapshot_id = ? ORDER BY task_id, position",
+                                                 [snapshot_id]).fetchall():
+        calls[task_id].append(ToolCall(name, json.loads(args), side or "agent"))
     figures: dict[str, list[dict[str, Any]]] = defaultdict(list)
     requests: dict[str, list[str]] = defaultdict(list)
-    for task_id, domain, seed, instruction, info, tau2_json in tasks:
+    for task_id, domain, seed, instruction, info, tau2_json, contract in tasks:
         scenario = json.loads(tau2_json)["user_scenario"]
         request = scenario["instructions"]["reason_for_call"] or ""
         facts = TaskFacts(domain, tuple(calls[task_id]), tuple(json.loads(info)), request, instruction,
-                          persona=scenario.get("persona"), role=scenario_role(scenario), seed=int(seed))
+                          persona=scenario.get("persona"), role=scenario_role(scenario), seed=int(seed),
+                          contract=json.loads(contract) if contract else None)
         figures[domain].append(task_figures(get_engine(domain, int(seed)), facts))
         requests[domain].append(request)
     return [aggregate(d, figures[d], requests[d]) for d in sorted(figures)]

@@ -113,10 +113,15 @@ class EpisodeResult:
 
 
 def role_tools(task: TrainingTask) -> tuple[str, ...] | None:
-    """The tools the task's user role may ask for, when the domain spec declares roles; else None (all tools)."""
-    users = getattr(get_spec(task.domain), "users", None)
+    """The agent tools the task's user role may ask for, when the domain spec declares roles; else None (all tools).
+    A dual-control role's user tools are the user's own, never offered to the agent."""
+    spec = get_spec(task.domain)
+    users = getattr(spec, "users", None)
     role = users.role(task.role) if users is not None and task.role and hasattr(users, "role") else None
-    return tuple(role.may_call) if role is not None and getattr(role, "may_call", None) else None
+    if role is None or not getattr(role, "may_call", None):
+        return None
+    agent = {t.name for t in spec.side_tools("agent")}
+    return tuple(n for n in role.may_call if n in agent)
 
 
 def system_prompt(policy: str, catalog: ToolCatalog, prices: dict[str, dict[str, Any]] | None = None,

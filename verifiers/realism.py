@@ -65,18 +65,21 @@ def lazy_passes(engine: DomainEngine, task: VerifiableTask, request: str, gold: 
                       parrot_tau2=state_kept and all(tau2_text(i) in said for i in task.communicate_info))
 
 
-def noop_writes(engine: DomainEngine, calls: tuple[ToolCall, ...]) -> int:
-    """Gold write calls that leave every row they touch as it was (or touch none)."""
+def noop_writes(engine: DomainEngine, calls: tuple[ToolCall, ...], setup: tuple[ToolCall, ...] = ()) -> int:
+    """Gold write calls that leave every row they touch as it was (or touch none), each from its own side, after
+    the task's ``setup`` calls (a dual-control task's start)."""
     writes = {t.name for t in engine.spec.tools if t.kind == "write"}
     count = 0
     with engine.fresh() as db:
+        for call in setup:
+            db.call(call.name, call.arguments, call.side)
         for call in calls:
             if call.name not in writes:
-                db.call(call.name, call.arguments)
+                db.call(call.name, call.arguments, call.side)
                 continue
-            probe = db.dry_run(call.name, call.arguments)
+            probe = db.dry_run(call.name, call.arguments, call.side)
             before = {k: db.row(k) for k in probe.writes}
-            result = db.call(call.name, call.arguments)
+            result = db.call(call.name, call.arguments, call.side)
             if not result.ok:
                 continue
             if not result.writes or all(db.row(k) == before.get(k) for k in result.writes):

@@ -46,11 +46,13 @@ FEATURES = Features({
     "request": _TEXT, "user_facts": [_TEXT], "instruction": _TEXT,
     "messages": [{"role": _TEXT, "content": _TEXT}], "messages_verified": _BOOL,
     "tools": [{"name": _TEXT, "description": _TEXT, "kind": _TEXT, "parameters": [PARAMETER]}],
-    "gold_calls": [{"name": _TEXT, "arguments": [{"name": _TEXT, "value_json": _TEXT, "source": _TEXT}]}],
+    "gold_calls": [{"name": _TEXT, "side": _TEXT,
+                    "arguments": [{"name": _TEXT, "value_json": _TEXT, "source": _TEXT}]}],
     "communicate_info": [{"value": _TEXT, "source": _TEXT}],
     "user_scenario": {"persona": _TEXT, "role": _TEXT, "reason_for_call": _TEXT, "known_info": _TEXT,
                       "unknown_info": _TEXT, "task_instructions": _TEXT},
-    "verification": {"criteria": [_TEXT], "user_table": _TEXT, "user_key": _TEXT, "identify_tools": [_TEXT]},
+    "verification": {"criteria": [_TEXT], "user_table": _TEXT, "user_key": _TEXT, "identify_tools": [_TEXT],
+                     "setup_calls": [{"name": _TEXT, "arguments_json": _TEXT}], "env_assertions_json": [_TEXT]},
     "evolved_from": _TEXT, "operator": _TEXT, "depth": _INT, "calls": _INT, "distinct_tools": _INT,
     "write_calls": _INT, "kill_rate": _FLOAT, "tau2_json": _TEXT,
 })
@@ -68,12 +70,15 @@ COLUMN_NOTES = {
                 "`<tool_call>` turns, each tool result as a user turn in `<tool_response>`, the final answer",
     "messages_verified": "the episode that recorded `messages` was judged solved by the verifier",
     "tools": "the tools listed in the system prompt: `name`, `description`, `kind` (read or write), `parameters`",
-    "gold_calls": "the gold calls in order; each argument's value as JSON text and where it came from (`user`, "
-                  "`policy`, `schema`, `call[i].<field>` or a named rule over them; null when not stored)",
+    "gold_calls": "the gold calls in order, each with its `side` (`agent`, or `user` for a call the user makes on "
+                  "their own device in a dual-control domain); each argument's value as JSON text and where it came "
+                  "from (`user`, `policy`, `schema`, `call[i].<field>` or a named rule over them; null when not stored)",
     "communicate_info": "what the agent must say, with where each value came from",
     "user_scenario": "tau2's user scenario: persona, role and the instructions' fields",
     "verification": "what the verifier needs besides the gold calls: criteria, the user's row (table, key) and the "
-                    "tools that identify them",
+                    "tools that identify them; for a dual-control task (telecom) the `setup_calls` run before the "
+                    "episode (tau2's initialization actions) and the `env_assertions_json` its final state must pass "
+                    "(both empty for every other task)",
     "evolved_from": "the task it was evolved from (null for a base task)",
     "operator": "the evolution operator that made it", "depth": "evolution rounds from its base task",
     "calls": "gold calls", "distinct_tools": "distinct tools among them", "write_calls": "gold calls that write",
@@ -156,7 +161,7 @@ def task_row(stored: dict[str, Any], task: TrainingTask, env: Environment,
         "tools": [{"name": s["name"], "description": s.get("description", ""),
                    "kind": tool_kinds.get((task.domain, s["name"]), "read"),
                    "parameters": parameters(s.get("parameters") or {})} for s in schemas],
-        "gold_calls": [{"name": c.name, "arguments": [
+        "gold_calls": [{"name": c.name, "side": c.side, "arguments": [
             {"name": k, "value_json": json.dumps(v, ensure_ascii=False, sort_keys=True),
              "source": _source_of(call_sources, i, k)} for k, v in c.arguments.items()]}
             for i, c in enumerate(task.gold_calls)],
@@ -165,7 +170,12 @@ def task_row(stored: dict[str, Any], task: TrainingTask, env: Environment,
                           **{k: _text(instructions.get(k)) for k in ("reason_for_call", "known_info", "unknown_info",
                                                                      "task_instructions")}},
         "verification": {"criteria": list(contract.get("criteria") or []), "user_table": _text(user[0]),
-                         "user_key": _text(user[1]), "identify_tools": list(contract.get("identify_tools") or [])},
+                         "user_key": _text(user[1]), "identify_tools": list(contract.get("identify_tools") or []),
+                         "setup_calls": [{"name": c["name"], "arguments_json": json.dumps(
+                             c.get("arguments") or {}, ensure_ascii=False, sort_keys=True)}
+                             for c in contract.get("setup_calls") or []],
+                         "env_assertions_json": [json.dumps(a, ensure_ascii=False, sort_keys=True)
+                                                 for a in contract.get("env_assertions") or []]},
         **{k: stored[k] for k in ("evolved_from", "operator", "depth", "calls", "distinct_tools", "write_calls",
                                   "kill_rate", "tau2_json")},
     }

@@ -207,3 +207,58 @@ def test_a_persona_name_may_be_made_of_columns() -> None:
     with pytest.raises(SpecError) as err:
         parse_spec(raw, label="railway.yaml")
     assert any("users.persona.name" in p and "'surname'" in p for p in err.value.problems)
+
+
+TELECOM: dict[str, Any] = yaml.safe_load(spec_path("telecom").read_text())
+
+
+def _outcome(s: dict[str, Any], intent: str, outcome: str) -> dict[str, Any]:
+    return _intent(s, intent)["outcomes"][outcome]
+
+
+START_MISTAKES: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], None], str]] = [
+    ("setup with an unknown tool", TELECOM,
+     lambda s: _outcome(s, "no_service", "airplane_mode")["setup"][1].__setitem__("tool", "break_phone"),
+     "intents[0].outcomes.airplane_mode.setup[1].tool: unknown tool 'break_phone'"),
+    ("setup argument that is no parameter", TELECOM,
+     lambda s: _outcome(s, "no_service", "airplane_mode")["setup"][1].__setitem__("arguments", {"how": "fully"}),
+     "intents[0].outcomes.airplane_mode.setup[1].arguments.how: not a parameter of turn_airplane_mode_on"),
+    ("setup slot that nothing fills", TELECOM,
+     lambda s: _outcome(s, "no_service", "airplane_mode")["setup"][0]["arguments"].__setitem__("name", "{nickname}"),
+     "intents[0].outcomes.airplane_mode.setup[0].arguments.name: slot {nickname} is neither a column"),
+    ("setup missing a required argument", TELECOM,
+     lambda s: _outcome(s, "no_service", "airplane_mode")["setup"][0]["arguments"].pop("phone_number"),
+     "intents[0].outcomes.airplane_mode.setup[0].arguments: missing required parameter(s) phone_number of set_user_info"),
+    ("assertion that the spec does not declare", TELECOM,
+     lambda s: _outcome(s, "no_service", "airplane_mode")["asserts"][0].__setitem__("assert", "assert_happy"),
+     "intents[0].outcomes.airplane_mode.asserts[0].assert: unknown assertion 'assert_happy'"),
+    ("assertion argument that is no parameter", TELECOM,
+     lambda s: _outcome(s, "no_service", "airplane_mode")["asserts"][0].__setitem__("arguments", {"status": "up"}),
+     "intents[0].outcomes.airplane_mode.asserts[0].arguments.status: not a parameter of assert_service_status"),
+    ("assertion entry without its name", TELECOM,
+     lambda s: _outcome(s, "no_service", "airplane_mode")["asserts"][0].pop("assert"),
+     "'assert' is a required property"),
+    ("assertions without a setup that breaks the state", TELECOM,
+     lambda s: _outcome(s, "no_service", "airplane_mode").pop("setup"),
+     "intents[0].outcomes.airplane_mode.asserts: an outcome judged on the final state starts from a setup"),
+    ("setup in a spec without a user's side", RAILWAY,
+     lambda s: _outcome(s, "refund_trip", "refund").__setitem__("setup", [{"tool": "refund_ticket", "arguments": {}}]),
+     "intents[0].outcomes.refund: setup and asserts describe a user's own state; this spec declares no user tables"),
+]
+
+
+@pytest.mark.parametrize(("case", "base", "mutate", "expected"), START_MISTAKES, ids=[m[0] for m in START_MISTAKES])
+def test_a_malformed_setup_or_assertion_names_its_path(case: str, base: dict[str, Any],
+                                                       mutate: Callable[[dict[str, Any]], None], expected: str) -> None:
+    raw = copy.deepcopy(base)
+    mutate(raw)
+    with pytest.raises(SpecError) as err:
+        parse_spec(raw, label="spec.yaml")
+    assert any(p.startswith("spec.yaml: ") and expected in p for p in err.value.problems), err.value.problems
+
+
+def test_the_shipped_telecom_outcomes_each_start_from_a_setup_and_end_in_assertions() -> None:
+    spec = parse_spec(copy.deepcopy(TELECOM), label="telecom.yaml")
+    outcomes = [o for i in spec.intents for o in i.outcomes]
+    assert len(outcomes) == 6 and all(o.setup and o.asserts for o in outcomes)
+    assert all(o.setup[0].tool == "set_user_info" for o in outcomes)  # whose phone it is comes first

@@ -4,6 +4,7 @@ on its own device when the agent asks it to (and only with its own tools). The o
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,8 @@ ENV = Environment(EnvConfig(subset_tools=False))
 
 
 @pytest.fixture(scope="module")
-def tasks(tmp_path_factory: pytest.TempPathFactory) -> list[TrainingTask]:
+def published(tmp_path_factory: pytest.TempPathFactory) -> list[TrainingTask]:
+    """Every task of a telecom snapshot: 12 of tau2's, and the synthesised ones of one shard of 8 bases."""
     from pipeline.regenerate import RegenerateConfig, regenerate
 
     folder: Path = tmp_path_factory.mktemp("telecom-snapshot")
@@ -31,7 +33,12 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> list[TrainingTask]:
                            warehouse=str(folder / "wh.duckdb"), work_dir=str(folder / "work"))
     result, _ = regenerate(cfg, progress=lambda m: None)
     assert result.status == "published", result
-    stored = [t for t in load_training_set(cfg.warehouse, domains=["telecom"]).tasks if "-tau2-" in t.task_id]
+    return list(load_training_set(cfg.warehouse, domains=["telecom"]).tasks)
+
+
+@pytest.fixture(scope="module")
+def tasks(published: list[TrainingTask]) -> list[TrainingTask]:
+    stored = [t for t in published if "-tau2-" in t.task_id]
     action = next(t for t in imported_tasks(get_spec("telecom")) if t.task.actions)  # an ACTION task too
     return stored + [TrainingTask(action.task_id, "telecom", 0, action.instruction_text(), action.task.gold_calls,
                                   user_scenario=action.raw["user_scenario"], contract=action.task.contract())]
@@ -45,6 +52,27 @@ def test_the_oracle_scores_one_and_the_empty_agent_zero(tasks: list[TrainingTask
             assert result.solved and result.ended_by == "user_stop", (task.task_id, result.failed_checks)
         empty = ENV.run(task, EmptyPolicy(), ScriptedUser(task))
         assert not empty.solved and empty.failed_checks, task.task_id
+
+
+def test_synthesised_tasks_play_as_imported_ones_do(published: list[TrainingTask]) -> None:
+    """A synthesised telecom task (a phone broken by its setup, fixed with the user) read back from the warehouse:
+    its setup runs before the first turn, the oracle guides the scripted user through the fix and scores 1.0, and
+    the empty agent, or one that stops before the user's last step, scores 0."""
+    synthesised = [t for t in published if "-tau2-" not in t.task_id]
+    assert len(synthesised) >= 5
+    for task in synthesised:
+        verifiable = task.verifiable()
+        assert verifiable.setup_calls and "assertions" in verifiable.criteria, task.task_id
+        assert any(c.side == "user" for c in task.gold_calls), task.task_id
+        for oracle in (OraclePolicy(task), DialogueOracle(task)):
+            result = ENV.run(task, oracle, ScriptedUser(task))
+            assert result.solved and result.ended_by == "user_stop", (task.task_id, result.failed_checks)
+        empty = ENV.run(task, EmptyPolicy(), ScriptedUser(task))
+        assert not empty.solved and "assertions" in empty.failed_checks, (task.task_id, empty.failed_checks)
+        last_user = max(i for i, c in enumerate(task.gold_calls) if c.side == "user")
+        short = replace(task, gold_calls=task.gold_calls[:last_user])
+        stopped = ENV.run(task, OraclePolicy(short), ScriptedUser(task))
+        assert not stopped.solved, task.task_id
 
 
 def test_setup_runs_first_and_the_agent_sees_only_the_operators_tools(tasks: list[TrainingTask]) -> None:

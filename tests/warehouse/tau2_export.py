@@ -46,3 +46,52 @@ def snapshot_seeds(warehouse: Path) -> dict[str, int]:
         return dict(con.execute("SELECT domain, db_seed FROM domains").fetchall())
     finally:
         con.close()
+
+
+def compare_telecom_replays(exported: dict[str, Any], tau2_run: dict[str, Any]) -> tuple[int, int]:
+    """Assert that tau2's replay of each scored telecom task ends in the engine's end state on both sides (operator
+    and device), with the same observations, and that the altered gold gets the verifier's reward; returns (tasks
+    compared, altered golds compared)."""
+    from domains.engine import ToolCall
+    from domains.registry import get_engine, get_spec
+    from verifiers.replay import replay
+    from verifiers.types import Trajectory
+    from verifiers.verify import outcome_reward
+    from warehouse.tau2_package.build import keyed_db
+
+    spec, engine = get_spec("telecom"), get_engine("telecom", exported["seed"])
+    agent_tables = [t.name for t in spec.side_tables("agent")]
+    user_tables = [t.name for t in spec.side_tables("user")]
+    compared = altered = 0
+    for tau2_id, tau2_replay in tau2_run["replays"]["telecom"].items():
+        task = exported["tasks"][tau2_id]
+        verifiable = task.verifiable()
+        ours = replay(engine, task.gold_calls, verifiable.setup_calls)
+        try:
+            assert all(r.ok for r in ours.setup_results), tau2_id
+            rows = {t.name: ours.db.table_rows(t.name) for t in spec.tables}
+            final = keyed_db(spec, rows)
+            assert tau2_replay["final_db"] == {t: final[t] for t in agent_tables}, tau2_id
+            assert tau2_replay["final_user_db"] == {t: final[t] for t in user_tables}, tau2_id
+            assert [_json(o) for o in tau2_replay["observations"]] == \
+                [_json(observation(r)) for r in ours.results], tau2_id
+        finally:
+            ours.db.close()
+        compared += 1
+        change = tau2_replay["altered"]
+        if change is None:
+            continue
+        calls = list(task.gold_calls)
+        side = calls[change["position"]].side
+        if change.get("dropped"):  # a gold whose writes take no argument: its last write left undone
+            del calls[change["position"]]
+        else:
+            calls[change["position"]] = ToolCall(change["tool"], change["arguments"], side)
+        said = " ".join(verifiable.communicate_info) or "Done."
+        assert outcome_reward(verifiable, Trajectory(tuple(calls), said)) == change["reward"], tau2_id
+        altered += 1
+    return compared, altered
+
+
+def _json(text: str) -> Any:
+    return text if text.startswith("Error:") else json.loads(text)

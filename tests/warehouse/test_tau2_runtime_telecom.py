@@ -22,18 +22,13 @@ import duckdb
 import pytest
 
 from domains import external
-from domains.engine import ToolCall
 from domains.registry import get_engine, get_spec
 from pipeline.regenerate import RegenerateConfig, regenerate
 from tests.tau2_venv import ensure_tau2_venv
-from tests.warehouse.tau2_export import observation, run_tau2_check, snapshot_seeds
+from tests.warehouse.tau2_export import compare_telecom_replays, run_tau2_check, snapshot_seeds
 from train.tasks import load_training_set
-from verifiers.replay import replay
-from verifiers.types import Trajectory
-from verifiers.verify import outcome_reward
 from warehouse.exports import export_tau2
 from warehouse.tau2_package import package_name
-from warehouse.tau2_package.build import keyed_db
 
 pytestmark = pytest.mark.skipif(not all(external.available(s) for s in get_spec("telecom").sources.values()),
                                 reason="tau2's telecom data is not installed (scripts/setup_tau2.sh)")
@@ -123,36 +118,5 @@ def test_tau2_scores_gold_one_empty_zero_and_altered_zero(tau2_run: dict[str, An
 def test_tau2_end_states_and_verdicts_match_the_engine_and_the_verifier(
         exported: dict[str, Any], tau2_run: dict[str, Any]) -> None:
     """Both sides' end states, every observation, and the altered gold's verdict agree with the project's own."""
-    spec, engine = get_spec("telecom"), get_engine("telecom", exported["seed"])
-    agent_tables = [t.name for t in spec.side_tables("agent")]
-    user_tables = [t.name for t in spec.side_tables("user")]
-    compared = altered = 0
-    for tau2_id, tau2_replay in tau2_run["replays"]["telecom"].items():
-        task = exported["tasks"][tau2_id]
-        verifiable = task.verifiable()
-        ours = replay(engine, task.gold_calls, verifiable.setup_calls)
-        try:
-            assert all(r.ok for r in ours.setup_results), tau2_id
-            rows = {t.name: ours.db.table_rows(t.name) for t in spec.tables}
-            final = keyed_db(spec, rows)
-            assert tau2_replay["final_db"] == {t: final[t] for t in agent_tables}, tau2_id
-            assert tau2_replay["final_user_db"] == {t: final[t] for t in user_tables}, tau2_id
-            assert [_json(o) for o in tau2_replay["observations"]] == \
-                [_json(observation(r)) for r in ours.results], tau2_id
-        finally:
-            ours.db.close()
-        compared += 1
-        change = tau2_replay["altered"]
-        if change is None:
-            continue
-        calls = list(task.gold_calls)
-        side = calls[change["position"]].side
-        calls[change["position"]] = ToolCall(change["tool"], change["arguments"], side)
-        said = " ".join(verifiable.communicate_info) or "Done."
-        assert outcome_reward(verifiable, Trajectory(tuple(calls), said)) == change["reward"], tau2_id
-        altered += 1
+    compared, altered = compare_telecom_replays(exported, tau2_run)
     assert compared >= MIN_TASKS and altered >= MIN_TASKS
-
-
-def _json(text: str) -> Any:
-    return text if text.startswith("Error:") else json.loads(text)
