@@ -449,11 +449,7 @@ def _start_problems(spec: DomainSpec, outcome: Outcome, tools: dict[str, Any], k
         if tool is None:
             out.append(f".setup[{c_i}].tool: unknown tool {call.tool!r}")
             continue
-        for param, value in call.arguments.items():
-            if param not in tool.param_names:
-                out.append(f".setup[{c_i}].arguments.{param}: not a parameter of {call.tool}")
-            out += [f".setup[{c_i}].arguments.{param}: slot {{{s}}} is neither a column of the candidates query "
-                    f"nor of the user's row" for s in _slots(value) if s not in known]
+        out += _argument_problems(f".setup[{c_i}]", call.tool, call.arguments, tool.param_names, known)
         missing = [p for p in tool.required if p not in call.arguments]
         if missing:
             out.append(f".setup[{c_i}].arguments: missing required parameter(s) {', '.join(missing)} of {call.tool}")
@@ -462,13 +458,20 @@ def _start_problems(spec: DomainSpec, outcome: Outcome, tools: dict[str, Any], k
         if assertion is None:
             out.append(f".asserts[{a_i}].assert: unknown assertion {check.name!r}; declare it under assertions:")
             continue
-        for param, value in check.arguments.items():
-            if param not in assertion.parameters:
-                out.append(f".asserts[{a_i}].arguments.{param}: not a parameter of {check.name}")
-            out += [f".asserts[{a_i}].arguments.{param}: slot {{{s}}} is neither a column of the candidates query "
-                    f"nor of the user's row" for s in _slots(value) if s not in known]
+        out += _argument_problems(f".asserts[{a_i}]", check.name, check.arguments, assertion.parameters, known)
     if outcome.asserts and not outcome.setup:
         out.append(".asserts: an outcome judged on the final state starts from a setup that breaks it; add setup:")
+    return out
+
+
+def _argument_problems(where: str, name: str, arguments: dict[str, Any], params: Any, known: set[str]) -> list[str]:
+    """Each argument of a setup call or an assertion: a parameter of ``name``, with slots that something fills."""
+    out = []
+    for param, value in arguments.items():
+        if param not in params:
+            out.append(f"{where}.arguments.{param}: not a parameter of {name}")
+        out += [f"{where}.arguments.{param}: slot {{{s}}} is neither a column of the candidates query nor of the "
+                f"user's row" for s in _slots(value) if s not in known]
     return out
 
 
