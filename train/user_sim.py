@@ -4,7 +4,10 @@
 The user opens with the task's request, answers what the agent says, and ends the episode by writing ``STOP``. In a
 dual-control domain (telecom) the user also acts on their own device when the agent asks: the scripted user runs
 each of its own tools (side ``user``) that the agent's message names, with the JSON object written after the name
-as arguments ("please run toggle_airplane_mode {} on your phone"), and tells the agent what it saw.
+as arguments ("please run toggle_airplane_mode {} on your phone"), and tells the agent what it saw. The LLM user is
+shown its own tools and acts by writing ``<tool_call>`` blocks, as the agent does: each runs on its device (a name
+that is not one of its tools gets an error and runs nothing), it sees what the phone shows, and then writes its
+message to the agent.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ from typing import Any, Protocol
 from domains.engine import Database, ToolCall, ToolResult
 from inference.client import LLMClient
 from train.tasks import TrainingTask
+from train.turns import OPEN, tool_call_blocks
 
 STOP = "###STOP###"
+MAX_DEVICE_ROUNDS = 4  # the LLM user's tool-call rounds on its phone before one message to the agent
+MAX_DEVICE_CALLS = 4  # tool calls in one of them
 _WORD = re.compile(r"[a-z0-9]+")
 _IGNORED = frozenset({"the", "your", "you", "what", "which", "please", "can", "could", "and", "for", "that", "this",
                       "give", "tell", "need", "with", "have", "are", "is", "of", "me", "do", "to", "a", "an", "id",
@@ -170,16 +176,32 @@ def scenario_prompt(task: TrainingTask) -> str:
     return "\n".join(line for line in lines if line)
 
 
+def device_prompt(device: Device) -> str:
+    """What the LLM user is told about its own phone: its tools (and no other) and how to use them."""
+    spec = device.db.engine.spec
+    lines = [f"- {t.name}: {t.description} Arguments: {json.dumps(t.parameters.get('properties') or {})}"
+             for t in spec.side_tools("user")]
+    return ("You have your own phone, and these tools act on it (only you can use them; the agent cannot see your "
+            "phone):\n" + "\n".join(lines) + "\nWhen the agent asks you to check or change something on your phone, "
+            f'use the tool by writing {OPEN}{{"name": "<tool>", "arguments": {{...}}}}</tool_call> and nothing else. '
+            "You will see what the phone shows; then tell the agent in your own words. Do only what the agent asks.")
+
+
 @dataclass
 class LLMUser:
     """A user played by a model through the LLM client; a failed call ends the conversation (recorded in
-    ``errors``) rather than the episode raising."""
+    ``errors``) rather than the episode raising. In a dual-control domain it acts on its own device with
+    ``<tool_call>`` blocks (``bind_device``)."""
 
     task: TrainingTask
     client: LLMClient
     params: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.0, "max_tokens": 200})
     history: list[dict[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    device: Device | None = None
+
+    def bind_device(self, device: Device) -> None:
+        self.device = device
 
     def opening(self) -> str:
         text = opening_message(self.task)
@@ -189,14 +211,46 @@ class LLMUser:
     def reply(self, agent_message: str) -> str:
         # roles are mirrored: the agent speaks as "user" to the model that plays the user
         self.history.append({"role": "user", "content": agent_message})
-        messages = [{"role": "system", "content": scenario_prompt(self.task)}, *self.history]
-        reply = self.client.chat(messages, stage="user-simulator", task_id=self.task.task_id, **self.params)
-        if not reply.ok:
-            self.errors.append(f"{reply.error_kind}: {reply.error_detail}")
-            return STOP
-        text = (reply.text or "").strip() or STOP
-        self.history.append({"role": "assistant", "content": text})
-        return text
+        system = scenario_prompt(self.task)
+        if self.device is not None:
+            system += "\n" + device_prompt(self.device)
+        for _ in range(MAX_DEVICE_ROUNDS + 1):
+            messages = [{"role": "system", "content": system}, *self.history]
+            reply = self.client.chat(messages, stage="user-simulator", task_id=self.task.task_id, **self.params)
+            if not reply.ok:
+                self.errors.append(f"{reply.error_kind}: {reply.error_detail}")
+                return STOP
+            text = (reply.text or "").strip() or STOP
+            self.history.append({"role": "assistant", "content": text})
+            if self.device is None or OPEN not in text:
+                return text
+            # the model acted on its phone: run its calls and show it what the phone says, then ask again
+            self.history.append({"role": "user", "content": self._act(text)})
+        self.errors.append(f"device: more than {MAX_DEVICE_ROUNDS} rounds of tool calls without a message")
+        return STOP
+
+    def _act(self, text: str) -> str:
+        """Run the user's ``<tool_call>`` blocks on its device; what each returned, as tool responses."""
+        assert self.device is not None
+        blocks, _, problem = tool_call_blocks(text[text.find(OPEN):], MAX_DEVICE_CALLS)
+        if problem is not None:
+            return f"<tool_response>Error: {problem}</tool_response>"
+        out = []
+        for block in blocks:
+            try:
+                call = json.loads(block)
+            except ValueError as exc:
+                out.append(f"Error: the tool call is not valid JSON ({exc.msg})")
+                continue
+            name = call.get("name") if isinstance(call, dict) else None
+            arguments = call.get("arguments", {}) if isinstance(call, dict) else None
+            if name not in self.device.tools:
+                out.append(f"Error: {name!r} is not a tool on your phone; yours are {', '.join(self.device.tools)}")
+            elif not isinstance(arguments, dict):
+                out.append(f"Error: the arguments of {name} must be a JSON object")
+            else:
+                out.append(self.device.call(name, arguments).to_json())
+        return "".join(f"<tool_response>{o}</tool_response>" for o in out)
 
 
 def make_user(mode: str, task: TrainingTask, client: LLMClient | None = None) -> UserSimulator:
