@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from train.profiles import STAGES, Profile, load_profile  # noqa: E402
-from train.run import TrainRunConfig, default_warehouse  # noqa: E402
+from train.run import TrainRunConfig  # noqa: E402
+from warehouse.location import default_warehouse  # noqa: E402
 from train.stages import StageRecord, StagesResult, run_stages  # noqa: E402
 from warehouse.errors import WarehouseError  # noqa: E402
 

@@ -14,7 +14,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from pipeline.regenerate import default_warehouse
+from warehouse.location import default_warehouse
 from train.describe import DescribeConfig, describe_llm_tools, report_markdown
 
 ARTIFACT_KEY = "describe-llm-tools"

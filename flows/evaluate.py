@@ -14,7 +14,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from pipeline.regenerate import default_warehouse
+from warehouse.location import default_warehouse
 from train.evaluate import EvalConfig, evaluate_orchestrator, report_markdown
 
 ARTIFACT_KEY = "evaluate-orchestrator"

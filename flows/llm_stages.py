@@ -17,7 +17,8 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from inference.cost import format_usd
-from synthesis.llm_stages import STAGES, LLMStagesConfig, LLMStagesReport, default_warehouse, run_llm_stages
+from synthesis.llm_stages import STAGES, LLMStagesConfig, LLMStagesReport, run_llm_stages
+from warehouse.location import default_warehouse
 
 ARTIFACT_KEY = "toolscale-llm-stages"
 

@@ -16,7 +16,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
 
 from synthesis.preferences.build import PreferenceConfig, build_and_store, summary_markdown
-from pipeline.regenerate import default_warehouse
+from warehouse.location import default_warehouse
 
 ARTIFACT_KEY = "preference-pairs"
 

@@ -60,7 +60,8 @@ from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTa
 
 from synthesis.generate import ShardConfig
 from pipeline.lifecycle import exit_when_orphaned
-from pipeline.regenerate import RegenerateConfig, default_warehouse, regenerate, run_batch, shard_batches
+from pipeline.regenerate import RegenerateConfig, regenerate, run_batch, shard_batches
+from warehouse.location import default_warehouse
 from toolscale.version import code_version
 from warehouse.writer import PublishResult
 

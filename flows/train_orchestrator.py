@@ -22,7 +22,8 @@ from prefect.artifacts import create_markdown_artifact
 
 from train.launch import launch_training, needs_launch
 from train.profiles import load_profile
-from train.run import TrainRunConfig, default_warehouse, run_training
+from train.run import TrainRunConfig, run_training
+from warehouse.location import default_warehouse
 
 ARTIFACT_KEY = "train-orchestrator-run"
 

@@ -31,9 +31,9 @@ from toolscale.version import code_version
 from warehouse.audit_models import audit_rows, write_audit
 from warehouse.cost_models import write_stage_costs
 from warehouse.quality import run_quality_suite
+from warehouse.location import default_warehouse
 from warehouse.writer import PublishResult, SnapshotBundle, check_target, publish
 
-DEFAULT_WAREHOUSE = "warehouse/toolscale.duckdb"
 TASKS_PER_BASE = 1.75  # accepted tasks per base candidate (measured); only sizes the first plan
 # ... per domain where the default run (seed 0, ToolScale's counts) measured less: 6 domains fell short of their
 # count and needed a second round of shards, and of dedup. Accepted synthesised tasks per base candidate over
@@ -43,10 +43,6 @@ DOMAIN_TASKS_PER_BASE = {"finance": 1.52, "sport": 1.60, "medicine": 1.67, "educ
                          "weather": 1.26}
 MAX_TOP_UPS = 6
 Progress = Callable[[str], None]
-
-
-def default_warehouse() -> str:
-    return os.environ.get("TOOLSCALE_WAREHOUSE", DEFAULT_WAREHOUSE)
 
 
 @dataclass

@@ -7,7 +7,6 @@ The endpoint's managed server (llama.cpp or vLLM) is started for the run when it
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -27,11 +26,6 @@ from synthesis.stored import sample_snapshot
 
 STAGES = ("paraphrase", "evolve", "propose")
 Progress = Callable[[str], None]
-
-
-def default_warehouse() -> str:
-    """``$TOOLSCALE_WAREHOUSE``, else the regenerate job's default file (kept here so the CLI package can move)."""
-    return os.environ.get("TOOLSCALE_WAREHOUSE", "warehouse/toolscale.duckdb")
 
 
 @dataclass
@@ -144,4 +138,4 @@ def run_llm_stages(cfg: LLMStagesConfig, progress: Progress = print) -> LLMStage
                            budget_spent_usd=budget.spent_usd)
 
 
-__all__ = ["LLMStagesConfig", "LLMStagesReport", "STAGES", "default_warehouse", "run_llm_stages", "serving"]
+__all__ = ["LLMStagesConfig", "LLMStagesReport", "STAGES", "run_llm_stages", "serving"]

@@ -53,7 +53,7 @@ DOMAIN_WIDTH, CELL_WIDTH = 16, 11
 
 
 def add_parsers(sub: Any) -> None:
-    from pipeline.regenerate import default_warehouse
+    from warehouse.location import default_warehouse
 
     p = sub.add_parser("audit", help="realism figures of a snapshot per domain (identification, policy, lazy agents)")
     p.add_argument("snapshot", help="snapshot id, or 'latest' for the latest published snapshot")

@@ -11,7 +11,7 @@ from toolscale.options import MAX_SEED, int_at_least, number_in, preference_json
 
 
 def _warehouse_arg(parser: argparse.ArgumentParser) -> None:
-    from pipeline.regenerate import default_warehouse
+    from warehouse.location import default_warehouse
 
     parser.add_argument("--warehouse", default=default_warehouse(),
                         help="DuckDB file (default: $TOOLSCALE_WAREHOUSE or warehouse/toolscale.duckdb)")

@@ -13,7 +13,7 @@ MAX_TRAINING_SCHEDULES = 100
 
 
 def _warehouse_arg(parser: argparse.ArgumentParser) -> None:
-    from pipeline.regenerate import default_warehouse
+    from warehouse.location import default_warehouse
 
     parser.add_argument("--warehouse", default=default_warehouse(),
                         help="DuckDB file (default: $TOOLSCALE_WAREHOUSE or warehouse/toolscale.duckdb)")

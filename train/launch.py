@@ -28,7 +28,8 @@ from typing import Any
 from train.profiles import PROFILES_DIR, Profile, load_profile
 from train.ranks import die_with_parent, rank_log
 from train.report import run_markdown
-from train.run import TrainRunConfig, TrainRunResult, default_warehouse
+from train.run import TrainRunConfig, TrainRunResult
+from warehouse.location import default_warehouse
 from warehouse.train_store import read_training_run, read_training_steps
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -34,15 +33,12 @@ from train.ranks import is_main
 from train.report import plot_reward_curves, run_markdown
 from train.trainset import BuiltSet, build_training_set
 from warehouse.errors import WarehouseError
+from warehouse.location import default_warehouse
 from warehouse.train_store import read_training_run, read_training_steps, store_training
 
 ROOT = Path(__file__).resolve().parent.parent
 CURVES_PNG = "reward_curves.png"
 ENDED = "episode/ended/"  # the reward's per-step count of rollouts by ending (train/rewards.py)
-
-
-def default_warehouse() -> str:
-    return os.environ.get("TOOLSCALE_WAREHOUSE", "warehouse/toolscale.duckdb")
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,46 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory, smollm2_path: str)
 
 
 @pytest.fixture(scope="session")
+def tiny_profile(tiny_model_path: str, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``tiny_profile("cpu-smoke")``: that shipped profile as a YAML file, unchanged but for its model, which is the
+    one-layer Llama. The job, the flow, the launcher and resume run as shipped, with training steps of a second
+    instead of SmolLM2's minute (the docs' examples train SmolLM2 itself: docs/training.md)."""
+    import yaml
+
+    from train.profiles import PROFILES_DIR
+
+    def write(name: str, **sections: dict[str, Any]) -> Path:
+        data = yaml.safe_load((PROFILES_DIR / f"{name}.yaml").read_text())
+        data["model"]["name"] = tiny_model_path
+        for section, values in sections.items():
+            data.setdefault(section, {}).update(values)
+        path = tmp_path_factory.mktemp("tiny-profile") / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
 def tokenizer(smollm2_path: str) -> Any:
     from train.model import load_tokenizer
 
     return load_tokenizer(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def telecom_tasks(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    """Every task of a telecom snapshot: 12 of tau2's (``-tau2-`` in the id), and the synthesised ones of one shard
+    of 8 bases. Needs tau2's telecom data (scripts/setup_tau2.sh); the tests that use it skip without it."""
+    from pipeline.regenerate import RegenerateConfig, regenerate
+    from train.tasks import load_training_set
+
+    folder = tmp_path_factory.mktemp("telecom-snapshot")
+    cfg = RegenerateConfig(domains=["telecom"], tasks_per_domain=1, workers=1, base_per_shard=8, imported_limit=12,
+                           warehouse=str(folder / "wh.duckdb"), work_dir=str(folder / "work"))
+    result, _ = regenerate(cfg, progress=lambda m: None)
+    assert result.status == "published", result
+    return list(load_training_set(cfg.warehouse, domains=["telecom"]).tasks)
 
 
 @pytest.fixture(scope="session")

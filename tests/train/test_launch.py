@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -231,16 +230,14 @@ def _processes_marked(mark: str) -> list[int]:
 
 @pytest.mark.slow
 def test_two_gloo_ranks_train_are_killed_with_the_launcher_and_resume_at_the_same_step(
-        snapshot_warehouse: str, smollm2_path: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        snapshot_warehouse: str, tiny_profile: Callable[..., Path], tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
     """2 CPU processes run GRPO; a kill -9 of the launcher after step 1 leaves no rank running; the rerun, through
     the train-orchestrator flow, resumes every rank at checkpoint-1, does step 2, and the run is recorded once."""
     warehouse = str(tmp_path / "wh.duckdb")
     shutil.copyfile(snapshot_warehouse, warehouse)
-    data = yaml.safe_load((PROFILES_DIR / "cpu-smoke-2proc.yaml").read_text())
-    data["launch"]["main_process_port"] = _free_port()
-    data["episode"].update(max_turns=1, max_completion_tokens=8, max_turn_tokens=8)  # the cheapest rollouts
-    profile = tmp_path / "two.yaml"
-    profile.write_text(yaml.safe_dump(data))
+    profile = tiny_profile("cpu-smoke-2proc", launch={"main_process_port": _free_port()},
+                           episode={"max_turns": 1, "max_completion_tokens": 8, "max_turn_tokens": 8})
     out, mark = tmp_path / "runs", uuid.uuid4().hex
     job = ["--profile", str(profile), "--warehouse", warehouse, "--output-root", str(out),
            "--work-dir", str(MODEL_CACHE)]

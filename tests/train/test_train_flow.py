@@ -1,6 +1,8 @@
-"""The training run end to end on SmolLM2 (the suite's one real GRPO path): a kill -9 after the first checkpoint
-and a rerun that continues from it, then the ``train-orchestrator/cpu-smoke`` deployment on a real Prefect server
-through a process worker. Both record the run in the warehouse, and the final checkpoint plays an episode."""
+"""The training run end to end: a kill -9 after the first checkpoint and a rerun that continues from it, then the
+``train-orchestrator/cpu-smoke`` deployment on a real Prefect server through a process worker. Both record the run
+in the warehouse, and the final checkpoint plays an episode. The profile is cpu-smoke with the one-layer Llama for
+its model (``tiny_profile``): the same job and trainer, a second a step. docs/training.md's examples, run by
+tests/test_docs.py, train SmolLM2 itself."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,7 +33,7 @@ from train.user_sim import ScriptedUser
 from warehouse.train_store import read_training_run, read_training_steps
 from tests.prefect_stack import prefect_stack
 
-JOB_TIMEOUT = 1800  # seconds; two smoke steps take ~30 s on an idle 2-core machine, far more when it is loaded
+JOB_TIMEOUT = 900  # seconds; two tiny-model steps take seconds, the start-up most of a minute when loaded
 
 
 def _only_run(warehouse: str, output_root: Path) -> dict[str, Any] | None:
@@ -78,11 +81,12 @@ def _check_recorded(warehouse: str, run: dict[str, Any]) -> list[dict[str, Any]]
 
 @pytest.mark.slow
 def test_kill_9_after_the_first_checkpoint_then_a_rerun_resumes_from_it(
-        snapshot_warehouse: str, smollm2_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        snapshot_warehouse: str, tiny_profile: Callable[..., Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     warehouse = str(tmp_path / "wh.duckdb")
     shutil.copyfile(snapshot_warehouse, warehouse)  # this run's records stay out of the shared snapshot
-    args = [sys.executable, "-m", "train.run", "--warehouse", warehouse, "--output-root", str(tmp_path / "train"),
-            "--work-dir", str(MODEL_CACHE)]
+    args = [sys.executable, "-m", "train.run", "--profile", str(tiny_profile("cpu-smoke")), "--warehouse", warehouse,
+            "--output-root", str(tmp_path / "train"), "--work-dir", str(MODEL_CACHE)]
     with open(tmp_path / "first.log", "wb") as log:
         first = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -126,13 +130,14 @@ def test_kill_9_after_the_first_checkpoint_then_a_rerun_resumes_from_it(
 @pytest.mark.slow
 @pytest.mark.server
 def test_cpu_smoke_deployment_trains_on_a_real_server_through_a_process_worker(snapshot_warehouse: str,
-                                                                              smollm2_path: str,
+                                                                              tiny_profile: Callable[..., Path],
                                                                               tmp_path: Path) -> None:
     warehouse = str(tmp_path / "wh.duckdb")
     shutil.copyfile(snapshot_warehouse, warehouse)  # this run's records stay out of the shared snapshot
-    with prefect_stack(tmp_path, deploy=("--all",), port=int(os.environ.get("TOOLSCALE_TEST_PREFECT_PORT") or 0) or None, health_s=90, deploy_timeout=180) as stack:
-        params = {"warehouse": warehouse, "output_root": str(tmp_path / "train"),
-                  "work_dir": str(MODEL_CACHE)}
+    port = int(os.environ.get("TOOLSCALE_TEST_PREFECT_PORT") or 0) or None
+    with prefect_stack(tmp_path, deploy=("--all",), port=port, health_s=90, deploy_timeout=180) as stack:
+        params = {"profile": str(tiny_profile("cpu-smoke")), "warehouse": warehouse,
+                  "output_root": str(tmp_path / "train"), "work_dir": str(MODEL_CACHE)}
         stack.cli("deployment", "run", "train-orchestrator/cpu-smoke", "--params", json.dumps(params),
                  "--watch", "--watch-interval", "2", "--watch-timeout", str(JOB_TIMEOUT),
                   timeout=JOB_TIMEOUT + 60)
