@@ -8,16 +8,18 @@ from typing import Any
 
 @dataclass
 class CheckpointPolicy:
-    """Greedy generation with the folder's chat template; counts the tokens it reads and writes."""
+    """Greedy generation with the folder's chat template; counts the tokens it reads and writes. ``bf16``: under CPU
+    bf16 autocast (the profile's ``model.mixed_precision``), as the model was trained and sampled."""
 
     model: Any
     tokenizer: Any
     max_new_tokens: int = 256
+    bf16: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
     @classmethod
-    def load(cls, folder: str, max_new_tokens: int = 256) -> CheckpointPolicy:
+    def load(cls, folder: str, max_new_tokens: int = 256, bf16: bool = False) -> CheckpointPolicy:
         from transformers import AutoModelForCausalLM
 
         from train.checkpoints import evaluation_problems
@@ -28,7 +30,7 @@ class CheckpointPolicy:
         tokenizer = load_tokenizer(folder)
         model = AutoModelForCausalLM.from_pretrained(folder)
         model.eval()
-        return cls(model, tokenizer, max_new_tokens)
+        return cls(model, tokenizer, max_new_tokens, bf16=bf16)
 
     def act(self, messages: list[dict[str, str]]) -> str:
         import torch
@@ -36,7 +38,9 @@ class CheckpointPolicy:
         ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
         if hasattr(ids, "keys"):  # some tokenizers return a BatchEncoding
             ids = ids["input_ids"]
-        with torch.no_grad():
+        from train.model import cpu_autocast
+
+        with torch.no_grad(), cpu_autocast(self.bf16):
             out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=self.max_new_tokens,
                                       do_sample=False, eos_token_id=self.tokenizer.eos_token_id,
                                       pad_token_id=self.tokenizer.pad_token_id)

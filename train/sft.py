@@ -116,7 +116,7 @@ def fine_tune(profile: Profile, model_path: str, tokenizer: Any, examples: list[
         raise ValueError("no demonstration to fine-tune on (every episode was unsolved or too long)")
     s = profile.sft
     steps = max_steps or s.max_steps
-    bf16 = profile.model.dtype == "bfloat16" and not profile.model.use_cpu
+    bf16 = profile.model.bf16
     args = SFTConfig(output_dir=output_dir, learning_rate=s.learning_rate, num_train_epochs=s.epochs,
                      max_steps=steps or -1, per_device_train_batch_size=s.batch_size,
                      gradient_accumulation_steps=s.gradient_accumulation_steps, max_length=s.max_length,

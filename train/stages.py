@@ -326,7 +326,7 @@ def _evaluate_model(ctx: _Context, label: str, model: str, folder: Path) -> Eval
                      domains=p.data.domains, limit=p.evaluate.max_tasks, seed=p.data.seed,
                      pricing_seed=ctx.cfg.pricing_seed, max_turns=p.episode.max_turns,
                      agent_max_tokens=p.episode.max_turn_tokens, max_tools=p.data.max_tools,
-                     out_dir=str(folder / "eval"))
+                     out_dir=str(folder / "eval"), bf16=p.model.sample_bf16)
     report = evaluate_orchestrator(cfg, progress=lambda m: None)
     _, episodes = eval_run_episodes(ctx.cfg.warehouse, report.run_id)
     evaluation = Evaluation(label, model, report.run_id, report.episodes, sum(1 for e in episodes if e["solved"]),
