@@ -1,0 +1,76 @@
+"""The bf16 screen in near-duplicate detection only rules pairs out: every decision, and every cosine a reason names,
+is the fp32 embedding's. Cosines are set by hand here (``embed`` and ``screen`` map each text to a unit vector), so
+the screen's error can be placed just where it would change a decision; the real MiniLM pair of embedders is checked
+against the full pairwise definition in tests/pipeline/test_dedup_equivalence.py."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from synthesis.dedup import SCREEN_MARGIN, Dedup
+
+THRESHOLD = 0.9
+
+
+def _rec(task_id: str, gold: str, request: str) -> dict[str, Any]:
+    return {"task_id": task_id, "domain": "weather", "canonical_gold": gold, "instruction": f"{request} ({task_id})",
+            "request": request, "accepted": True, "reason": "ok", "reason_detail": "ok", "evolved_from": None}
+
+
+def _vectors(cosines: dict[str, float]) -> dict[str, np.ndarray]:
+    """``base`` is e0; every other text is at its given cosine to e0, on an axis of its own (so two non-base texts
+    have cosine c1*c2 to each other)."""
+    dim = len(cosines) + 1
+    out = {"base": np.eye(dim, dtype="float32")[0]}
+    for k, (text, c) in enumerate(cosines.items(), start=1):
+        v = np.zeros(dim, dtype="float32")
+        v[0], v[k] = c, math.sqrt(1 - c * c)
+        out[text] = v
+    return out
+
+
+def _embedder(table: dict[str, np.ndarray], calls: list[int]) -> Any:
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        calls.append(len(texts))
+        return np.stack([table[t] for t in texts])
+    return embed
+
+
+RECORDS = [_rec("t0", "G1", "base"), _rec("t1", "G1", "just over"), _rec("t2", "G1", "far"),
+           _rec("t3", "G1", "near miss"), _rec("t4", "G2", "base"), _rec("t5", "G2", "far too")]
+EXACT = {"just over": 0.902, "far": 0.30, "near miss": 0.899, "far too": 0.20}
+
+
+def _run(screen_cosines: dict[str, float] | None) -> tuple[list[tuple[Any, ...]], Dedup, list[int]]:
+    calls: list[int] = []
+    records = copy.deepcopy(RECORDS)
+    screen = None if screen_cosines is None else _embedder(_vectors(screen_cosines), [])
+    deduper = Dedup(THRESHOLD, _embedder(_vectors(EXACT), calls), screen)
+    deduper.add(records)
+    return [(r["accepted"], r["reason"], r["reason_detail"]) for r in records], deduper, calls
+
+
+def test_the_screen_rules_out_far_pairs_and_fp32_decides_the_rest() -> None:
+    exact, _, exact_calls = _run(None)
+    assert exact[1][1] == "near_duplicate" and "cosine 0.902 to t0" in exact[1][2]
+    assert exact[3][0] and exact[2][0] and exact[5][0]  # 0.899 is not a duplicate
+    # the screen is off by 0.005 (under half the margin): it puts "just over" below the threshold and "near miss"
+    # above it, yet the decisions and the named cosine are fp32's
+    screened, deduper, calls = _run({"just over": 0.897, "far": 0.305, "near miss": 0.904, "far too": 0.195})
+    assert screened == exact
+    # only the texts in a pair the screen could not rule out were embedded in fp32: base, just over, near miss
+    assert sum(calls) == deduper.screening["embedded_exact"] == 3 < sum(exact_calls) == 6
+    assert deduper.screening["screen_fallbacks"] == 0
+
+
+def test_a_screen_that_errs_by_more_than_half_the_margin_leaves_the_group_to_fp32() -> None:
+    exact, _, _ = _run(None)
+    off = SCREEN_MARGIN  # "near miss" at 0.899 + 0.02 in the screen: caught when its fp32 cosine is computed
+    screened, deduper, _ = _run({"just over": 0.902, "far": 0.30, "near miss": 0.899 + off, "far too": 0.20})
+    assert screened == exact
+    assert deduper.screening["screen_fallbacks"] == 1
