@@ -10,7 +10,8 @@ budget is a format error that ends the episode (``token_limit``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -135,9 +136,11 @@ def _over(episode: Episode, limits: EpisodeLimits) -> bool:
 
 
 def run_episodes(episodes: list[Episode], generator: Generator, tokenizer: Tokenizer, limits: EpisodeLimits,
-                 user_workers: int = 1) -> list[Episode]:
-    """Run every episode to its end in lock step (one batched generation per turn), then score each."""
+                 user_workers: int = 1, progress: Callable[[str], None] | None = None) -> list[Episode]:
+    """Run every episode to its end in lock step (one batched generation per turn), then score each. ``progress``
+    hears a line per turn (how many episodes played it, and the seconds so far)."""
     eos = tokenizer.eos_token_id
+    started, turn = time.perf_counter(), 0
     try:
         while True:
             active = [e for e in episodes if not _over(e, limits)]
@@ -146,6 +149,10 @@ def run_episodes(episodes: list[Episode], generator: Generator, tokenizer: Token
             budget = min(limits.max_turn_tokens,
                          max(limits.max_completion_tokens - len(e.completion_ids) for e in active))
             outputs = generator.generate([e.context() for e in active], budget)
+            turn += 1
+            if progress is not None:
+                progress(f"turn {turn}: {len(active)} of {len(episodes)} episodes played it "
+                         f"({time.perf_counter() - started:.0f}s so far)")
             played: list[tuple[Episode, int]] = []
             for episode, ids in zip(active, outputs):
                 room = limits.max_completion_tokens - len(episode.completion_ids)

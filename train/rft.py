@@ -35,10 +35,11 @@ class Acceptance:
 
 
 def sample_episodes(env: Environment, tasks: Sequence[TrainingTask], user: Callable[[TrainingTask], Any],
-                    generator: Generator, tokenizer: Any, k: int, limits: EpisodeLimits) -> list[EpisodeResult]:
+                    generator: Generator, tokenizer: Any, k: int, limits: EpisodeLimits,
+                    progress: Callable[[str], None] | None = None) -> list[EpisodeResult]:
     """``k`` episodes of each task, played in lock step by ``generator``; each scored by the environment."""
     episodes = [start_episode(env, t, user(t), tokenizer, f"rft:{t.task_id}") for t in tasks for _ in range(k)]
-    return [e.finish() for e in run_episodes(episodes, generator, tokenizer, limits)]
+    return [e.finish() for e in run_episodes(episodes, generator, tokenizer, limits, progress=progress)]
 
 
 def accept(episodes: Sequence[EpisodeResult], round_no: int = 1) -> tuple[list[EpisodeResult], Acceptance]:
@@ -77,7 +78,8 @@ def run_round(profile: Profile, tasks: list[TrainingTask], env: Environment, use
         examples = [Demonstration(**json.loads(line)) for line in lines if line]
         progress(f"rft round {round_no}: resuming the fine-tuning on the {len(examples)} episodes kept earlier")
         return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress), saved
-    kept, acceptance = _sample_round(profile, tasks, env, user, model_path, tokenizer, round_no)
+    kept, acceptance = _sample_round(profile, tasks, env, user, model_path, tokenizer, round_no,
+                                     lambda line: progress(f"rft round {round_no} sampling: {line}"))
     progress(f"rft round {round_no}: accepted {acceptance.accepted} of {acceptance.sampled} episodes "
              f"({acceptance.rate:.1%})")
     examples = demonstrations(kept, tokenizer, profile.sft.max_length)
@@ -90,7 +92,8 @@ def run_round(profile: Profile, tasks: list[TrainingTask], env: Environment, use
 
 
 def _sample_round(profile: Profile, tasks: list[TrainingTask], env: Environment, user: Callable[[TrainingTask], Any],
-                  model_path: str, tokenizer: Any, round_no: int) -> tuple[list[EpisodeResult], Acceptance]:
+                  model_path: str, tokenizer: Any, round_no: int,
+                  progress: Callable[[str], None] | None = None) -> tuple[list[EpisodeResult], Acceptance]:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -101,8 +104,8 @@ def _sample_round(profile: Profile, tasks: list[TrainingTask], env: Environment,
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     generator = HFGenerator(model, tokenizer, profile.rft.temperature, profile.rft.top_p,
                             bf16=profile.model.sample_bf16)
-    return accept(sample_episodes(env, tasks, user, generator, tokenizer, profile.rft.samples_per_task, limits),
-                  round_no)
+    return accept(sample_episodes(env, tasks, user, generator, tokenizer, profile.rft.samples_per_task, limits,
+                                  progress), round_no)
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -26,9 +26,11 @@ def test_acceptance_keeps_only_verified_episodes(snapshot_warehouse: str, tokeni
     torch.manual_seed(0)
     # SmolLM2's tokenizer on a one-layer model: the sampling path is the same, in seconds rather than a minute
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
+    heard: list[str] = []
     sampled = sample_episodes(env, [task], ScriptedUser, HFGenerator(model, tokenizer), tokenizer, 2,
-                              EpisodeLimits(max_turns=2, max_completion_tokens=48, max_turn_tokens=24))
+                              EpisodeLimits(max_turns=2, max_completion_tokens=48, max_turn_tokens=24), heard.append)
     assert len(sampled) == 2 and all(e.task_id == task.task_id for e in sampled)
+    assert heard and heard[0].startswith("turn 1: 2 of 2 episodes played it")  # a long sampling shows its progress
     assert not any(e.solved for e in sampled)  # 24 tokens cannot hold the task's tool call: the verifier says no
     oracle = demonstrate(env, task, ScriptedUser(task))
     kept, acceptance = accept([*sampled, oracle], 3)
