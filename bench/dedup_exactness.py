@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.regenerate import RegenerateConfig, initial_plan, load_records, run_local  # noqa: E402
-from synthesis.dedup import dedup, embed_minilm, pairwise_dedup  # noqa: E402
+from synthesis.dedup import Dedup, embed_minilm, pairwise_dedup  # noqa: E402
 
 
 def main() -> None:
@@ -47,7 +47,8 @@ def main() -> None:
     if args.time_both:
         embed_minilm.__globals__["_embedded"].clear()  # the fast path pays for its own embeddings
     started = time.perf_counter()
-    counts = dedup(records, args.threshold)
+    deduper = Dedup(args.threshold)  # as a regeneration runs it: the bf16 screen, then fp32 where it cannot rule out
+    counts = deduper.add(records)
     fast_s = time.perf_counter() - started
     fast = {r["task_id"]: r["reason"] for r in records
             if r["reason"] in ("exact_duplicate", "near_duplicate") and r["reason_detail"].startswith(r["reason"])}
@@ -56,11 +57,13 @@ def main() -> None:
               "pairwise": {"exact_duplicate": sum(v == "exact_duplicate" for v in full.values()),
                            "near_duplicate": sum(v == "near_duplicate" for v in full.values()),
                            "embedded": accepted, "seconds": round(full_s, 1)},
-              "dedup": {**counts, "embedded": counts["compared"], "seconds": round(fast_s, 1)},
+              "dedup": {**counts, "screened": counts["compared"], "embedded": deduper.screening["embedded_exact"],
+                        "screen_fallbacks": deduper.screening["screen_fallbacks"], "seconds": round(fast_s, 1)},
               "differing_tasks": len(differ), "examples": differ[:5]}
     print(f"{accepted} accepted tasks: pairwise rejects {report['pairwise']['exact_duplicate']} exact + "
           f"{report['pairwise']['near_duplicate']} near ({accepted} embedded, {full_s:.1f}s); dedup rejects "
-          f"{counts['exact_duplicate']} + {counts['near_duplicate']} ({counts['compared']} embedded, {fast_s:.1f}s); "
+          f"{counts['exact_duplicate']} + {counts['near_duplicate']} ({counts['compared']} screened in bf16, "
+          f"{deduper.screening['embedded_exact']} embedded in fp32, {fast_s:.1f}s); "
           f"{len(differ)} tasks differ")
     print(json.dumps(report))
 

@@ -91,17 +91,18 @@ def _healthy(url: str) -> bool:
 
 
 @contextmanager
-def prefect_api(log: Path, while_starting: Callable[[], None] | None = None) -> Iterator[str]:
+def prefect_api(log: Path, while_starting: Callable[[], bool | None] | None = None) -> Iterator[str | None]:
     """Yield the Prefect API URL to use: ``$PREFECT_API_URL`` if set, else a temporary server of this run's own,
     stopped on exit (and killed by the kernel if this process dies first).
 
     ``while_starting`` runs in this process while the server boots (seconds of CPU in its own process): work
-    the run needs anyway, such as imports, overlaps the boot instead of following it."""
+    the run needs anyway, such as imports and checks, overlaps the boot instead of preceding or following it.
+    When it returns ``False`` the run needs no server after all (its snapshot is published already): the boot is
+    not waited for and the context yields ``None``."""
     configured = os.environ.get("PREFECT_API_URL")
     if configured:
-        if while_starting is not None:
-            while_starting()
-        yield configured
+        needed = while_starting() if while_starting is not None else None
+        yield None if needed is False else configured
         return
     spec = importlib.util.find_spec("prefect")
     assert spec is not None and spec.origin is not None
@@ -120,8 +121,9 @@ def prefect_api(log: Path, while_starting: Callable[[], None] | None = None) -> 
     saved = os.environ.get(NO_IMPLICIT_SERVER)
     os.environ[NO_IMPLICIT_SERVER] = "false"
     try:
-        if while_starting is not None:
-            while_starting()
+        if while_starting is not None and while_starting() is False:
+            yield None
+            return
         deadline = time.monotonic() + STARTUP_SECONDS
         while not _healthy(url):
             if server.poll() is not None:

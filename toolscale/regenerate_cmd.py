@@ -26,38 +26,42 @@ def run(args: argparse.Namespace) -> int:
     check_task_runner(args.task_runner)
     check_work_dir(args.work_dir)
     check_warehouse_target(args.warehouse)
-    from pipeline.regenerate import RegenerateConfig, published_snapshot
-    from pipeline.stage_cost import cpu_price
-
-    cpu_price()  # the price stage costs are valued at: a bad one is a ValueError (exit 2) before any work
-
-    cfg = RegenerateConfig(tasks_per_domain=args.tasks_per_domain, seed=args.seed,
-                           evolution_rounds=args.evolution_rounds, kill_threshold=args.kill_threshold,
-                           near_dup_threshold=args.near_dup_threshold, warehouse=args.warehouse,
-                           work_dir=args.work_dir)
-    if args.domains:
-        cfg.domains = list(args.domains)
-    where = Path(args.warehouse).absolute()
-    done = published_snapshot(cfg)  # decided by the config hash alone: no server, no shard work
-    if done is not None:
-        print(f"already published, unchanged: {done} (config {cfg.config_hash()}, "
-              f"{time.perf_counter() - started:.1f}s)")
-        print(f"warehouse: {where}")
-        return 0
-
     from toolscale.prefect_local import prefect_api, quiet_prefect_logs
 
     log = quiet_prefect_logs(Path(args.work_dir))
-    print(f"config {cfg.config_hash()}: regenerating {', '.join(cfg.domains)} into {where} "
-          f"(Prefect log: {log})", flush=True)
+    where = Path(args.warehouse).absolute()
+    done: list[str] = []
 
-    def while_server_boots() -> None:
-        # seconds of imports (Prefect and the flow) that would otherwise follow the server's boot. The
-        # embedding model is not loaded here: on a busy machine a third CPU-bound thread slowed the boot more
-        # than it saved; the flow loads it while the shards run.
+    def while_server_boots() -> bool:
+        """Everything before the flow, beside the server's boot (its own process): the imports of the pipeline
+        and the flow (seconds), the price check, the config hash and whether it is published already. The
+        embedding model is not loaded here: on a busy machine a third CPU-bound thread slowed the boot more than
+        it saved; the flow loads it while the shards run. False: nothing to run, the server is not waited for."""
+        from pipeline.regenerate import RegenerateConfig, published_snapshot
+        from pipeline.stage_cost import cpu_price
+
+        cpu_price()  # the price stage costs are valued at: a bad one is a ValueError (exit 2) before any work
+        cfg = RegenerateConfig(tasks_per_domain=args.tasks_per_domain, seed=args.seed,
+                               evolution_rounds=args.evolution_rounds, kill_threshold=args.kill_threshold,
+                               near_dup_threshold=args.near_dup_threshold, warehouse=args.warehouse,
+                               work_dir=args.work_dir)
+        if args.domains:
+            cfg.domains = list(args.domains)
+        published = published_snapshot(cfg)  # decided by the config hash alone: no server, no shard work
+        if published is not None:
+            print(f"already published, unchanged: {published} (config {cfg.config_hash()}, "
+                  f"{time.perf_counter() - started:.1f}s)")
+            print(f"warehouse: {where}")
+            done.append(published)
+            return False
+        print(f"config {cfg.config_hash()}: regenerating {', '.join(cfg.domains)} into {where} "
+              f"(Prefect log: {log})", flush=True)
         import flows.regenerate  # noqa: F401
+        return True
 
     with prefect_api(log, while_starting=while_server_boots):
+        if done:
+            return 0
         from flows.regenerate import run_regenerate
 
         params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,
