@@ -309,6 +309,11 @@ class Session:
             self.end("time_limit", f"the episode's {self.env.config.max_episode_s:g} s wall-clock budget is spent")
         return self.done
 
+    def credit(self, seconds: float) -> None:
+        """Take ``seconds`` off the wall clock this episode is charged: the time it waited while a lock-step batch
+        generated the other episodes' turns (train/episode.py charges each episode its share of a batch)."""
+        self.started += seconds
+
     def time_left(self) -> float:
         """Seconds left of the episode's wall-clock budget (infinite without one)."""
         budget = self.env.config.max_episode_s

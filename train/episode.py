@@ -148,7 +148,13 @@ def run_episodes(episodes: list[Episode], generator: Generator, tokenizer: Token
                 break
             budget = min(limits.max_turn_tokens,
                          max(limits.max_completion_tokens - len(e.completion_ids) for e in active))
+            generating = time.perf_counter()
             outputs = generator.generate([e.context() for e in active], budget)
+            # one batched generation serves every active episode: each is charged its share of it against its
+            # wall-clock budget, not the whole, so the batch size and the machine's speed do not end episodes
+            waited = (time.perf_counter() - generating) * (1 - 1 / len(active))
+            for episode in active:
+                episode.session.credit(waited)
             turn += 1
             if progress is not None:
                 progress(f"turn {turn}: {len(active)} of {len(episodes)} episodes played it "

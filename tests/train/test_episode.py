@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import string
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -45,6 +46,16 @@ class ScriptedGenerator:
 
     def ids(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+
+
+class SlowGenerator(ScriptedGenerator):
+    """The scripted model, taking ``delay`` seconds per batched generation (a CPU generating many turns at once)."""
+
+    delay = 0.25
+
+    def generate(self, contexts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+        time.sleep(self.delay)
+        return super().generate(contexts, max_new_tokens)
 
 
 def _call(name: str, arguments: dict[str, Any]) -> str:
@@ -197,3 +208,25 @@ def test_an_llm_user_profile_without_its_endpoint_falls_back_to_the_scripted_use
     assert world.user_mode == "scripted" and world.env.experts is None
     assert world.env.config.local_search and world.env.config.code_interpreter
     assert any("no-such-endpoint" in n for n in notes) and any("no-such-expert" in n for n in notes)
+
+
+def test_a_lock_step_batch_charges_each_episode_its_share_of_the_generation_time(priced: TrainingSet,
+                                                                                   tokenizer: Any) -> None:
+    """Twelve episodes in lock step, each turn's batched generation 0.25 s, each episode's wall-clock budget 0.6 s: every
+    gold script plays to its end (the batch size and the machine's speed must not end episodes), while one episode
+    alone at the same speed still runs out of its budget."""
+    world = smoke_world(tokenizer)
+    env = Environment(replace(world.env.config, max_episode_s=0.6), world.env.schedules, world.env.experts,
+                      world.env.count_tokens)
+    tasks = [t for t in priced.tasks if t.known_facts and t.gold_calls][:12]
+    scripts = [["Could you tell me your e-mail address?", *(_call(c.name, c.arguments) for c in t.gold_calls),
+                "All done. " + " ".join(t.communicate_info)] for t in tasks]
+    assert len(tasks) == 12 and min(len(s) for s in scripts) >= 4  # alone, three turns take 0.75 s, before the last
+    limits = EpisodeLimits(max_turns=20, max_completion_tokens=20_000, max_turn_tokens=2_000)
+    batch = [start_episode(env, t, ScriptedUser(t), tokenizer, "g") for t in tasks]
+    run_episodes(batch, SlowGenerator(tokenizer, batch, scripts), tokenizer, limits)
+    results = [e.finish() for e in batch]
+    assert [r.ended_by for r in results] == ["user_stop"] * 12 and all(r.solved for r in results)
+    alone = start_episode(env, tasks[0], ScriptedUser(tasks[0]), tokenizer, "g")
+    run_episodes([alone], SlowGenerator(tokenizer, [alone], scripts[:1]), tokenizer, limits)
+    assert alone.finish().ended_by == "time_limit"
