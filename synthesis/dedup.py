@@ -180,8 +180,8 @@ class Dedup:
         """Each group's cosines: the screen's, replaced by fp32 ones among the members that have a partner of
         another lineage within ``SCREEN_MARGIN`` of the threshold (all the fp32 embedding is done in one call)."""
         screened = [_sims(g.vectors) for g in groups]
-        needed = [np.flatnonzero(((s >= self.threshold - SCREEN_MARGIN) & (lin[:, None] != lin[None, :])).any(axis=1))
-                  for s, lin in zip(screened, lineages)]
+        needed = [np.flatnonzero(((s >= self.threshold - SCREEN_MARGIN) & _open_pairs(g, lin)).any(axis=1))
+                  for g, s, lin in zip(groups, screened, lineages)]
         texts = [_wording(g.members[i]) for g, idx in zip(groups, needed) for i in idx]
         self.screening["embedded_exact"] += len(texts)
         exact = self.embed(texts) if texts else np.zeros((0, 384), dtype="float32")
@@ -189,11 +189,12 @@ class Dedup:
         for group, sims, idx, lin in zip(groups, screened, needed, lineages):
             vecs, offset = exact[offset: offset + len(idx)], offset + len(idx)
             if len(idx):
-                part = vecs @ vecs.T
-                other = lin[idx][:, None] != lin[idx][None, :]
+                part = _sims(list(vecs))
+                other = _open_pairs(group, lin)[np.ix_(idx, idx)]
                 if other.any() and np.abs(part - sims[np.ix_(idx, idx)])[other].max() > SCREEN_MARGIN / 2:
                     # the screen erred by more than it may here: decide this group on fp32 cosines alone
                     self.screening["screen_fallbacks"] += 1
+                    self.screening["embedded_exact"] += len(group.members)
                     out.append(_sims(list(self.embed([_wording(r) for r in group.members]))))
                     continue
                 sims[np.ix_(idx, idx)] = part
@@ -213,6 +214,16 @@ class _Group:
     def keep_all(self) -> None:
         """One lineage so far: its variants are never duplicates of each other."""
         self.kept += [True] * (len(self.members) - len(self.kept))
+
+
+def _open_pairs(group: _Group, lineage: np.ndarray) -> np.ndarray:
+    """The pairs whose cosine this round can still use: of two lineages, at least one member undecided, and neither
+    rejected earlier (the members decided in earlier rounds stay as they were)."""
+    n, decided = len(group.members), len(group.kept)
+    usable = np.r_[np.asarray(group.kept, dtype=bool), np.ones(n - decided, dtype=bool)]
+    new = np.arange(n) >= decided
+    return ((lineage[:, None] != lineage[None, :]) & (new[:, None] | new[None, :])
+            & usable[:, None] & usable[None, :])
 
 
 def _sims(vectors: list[np.ndarray]) -> np.ndarray:
