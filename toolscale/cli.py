@@ -289,17 +289,17 @@ def _fail(message: str, status: int) -> int:
 def entry() -> NoReturn:
     """The ``toolscale`` console script: ``main``, then, after ``regenerate``, an exit without the interpreter's
     teardown. Tearing down what a run loaded (torch, the embedding model, Prefect's threads) took 2.4 s after the
-    last line was printed. What an ordinary exit does first is still done: other threads are joined, the exit
-    handlers run (log handlers flush, Prefect's senders drain) and stdout and stderr are flushed."""
+    last line was printed. What an ordinary exit does before that teardown is still done, in its order: threading's
+    exit hooks and the join of other threads (``threading._shutdown``, as the interpreter calls it), the exit
+    handlers (log handlers flush), and stdout and stderr are flushed. Prefect's senders were drained before the
+    run's server stopped (toolscale/prefect_local.py)."""
     import atexit
     import threading
 
     status = main()
     if not _SKIP_TEARDOWN:
         sys.exit(status)
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

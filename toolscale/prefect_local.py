@@ -121,7 +121,13 @@ def prefect_api(log: Path, while_starting: Callable[[], bool | None] | None = No
     saved = os.environ.get(NO_IMPLICIT_SERVER)
     os.environ[NO_IMPLICIT_SERVER] = "false"
     try:
-        if while_starting is not None and while_starting() is False:
+        try:
+            needed = while_starting() if while_starting is not None else None
+        except BaseException:
+            _stop(server, at_once=True)  # it has served nothing: no graceful shutdown to wait for
+            raise
+        if needed is False:
+            _stop(server, at_once=True)
             yield None
             return
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -170,11 +176,13 @@ def _drain_prefect_senders(timeout: float = 15.0) -> None:
             pass
 
 
-def _stop(server: subprocess.Popen[bytes]) -> None:
+def _stop(server: subprocess.Popen[bytes], at_once: bool = False) -> None:
+    """End the server: gracefully (SIGTERM, then SIGKILL after 10 s), or ``at_once`` (SIGKILL) when it served nothing.
+    A server still booting may act on SIGTERM only once its startup is done."""
     if server.poll() is not None:
         return
     try:
-        os.killpg(server.pid, signal.SIGTERM)
+        os.killpg(server.pid, signal.SIGKILL if at_once else signal.SIGTERM)
         server.wait(timeout=10)
     except subprocess.TimeoutExpired:
         os.killpg(server.pid, signal.SIGKILL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,15 +29,24 @@ def run(args: argparse.Namespace) -> int:
     check_warehouse_target(args.warehouse)
     from toolscale.prefect_local import prefect_api, quiet_prefect_logs
 
-    log = quiet_prefect_logs(Path(args.work_dir))
+    made = next((p for p in reversed([Path(args.work_dir), *Path(args.work_dir).parents]) if not p.exists()), None)
+    log = quiet_prefect_logs(Path(args.work_dir))  # the server logs there from its first second
     where = Path(args.warehouse).absolute()
     done: list[str] = []
+    refused: list[BaseException] = []
 
     def while_server_boots() -> bool:
         """Everything before the flow, beside the server's boot (its own process): the imports of the pipeline
         and the flow (seconds), the price check, the config hash and whether it is published already. The
         embedding model is not loaded here: on a busy machine a third CPU-bound thread slowed the boot more than
         it saved; the flow loads it while the shards run. False: nothing to run, the server is not waited for."""
+        try:
+            return _prepare()
+        except BaseException as exc:
+            refused.append(exc)
+            raise
+
+    def _prepare() -> bool:
         from pipeline.regenerate import RegenerateConfig, published_snapshot
         from pipeline.stage_cost import cpu_price
 
@@ -59,22 +69,31 @@ def run(args: argparse.Namespace) -> int:
         import flows.regenerate  # noqa: F401
         return True
 
-    with prefect_api(log, while_starting=while_server_boots):
-        if done:
-            return 0
-        from flows.regenerate import run_regenerate
+    try:
+        with prefect_api(log, while_starting=while_server_boots) as url:
+            if url is None:
+                return 0
+            return _run_flow(args, log)
+    finally:
+        if made is not None and (done or refused):
+            # already published, or refused before any work: leave no work folder that only held the server's log
+            shutil.rmtree(made, ignore_errors=True)
 
-        params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,
-                                  "evolution_rounds": args.evolution_rounds,
-                                  "kill_threshold": args.kill_threshold,
-                                  "near_dup_threshold": args.near_dup_threshold, "warehouse": args.warehouse,
-                                  "work_dir": args.work_dir, "task_runner": args.task_runner}
-        if args.domains:
-            params["domains"] = args.domains
-        try:
-            outcome = run_regenerate(**params)
-        except WarehouseError as exc:  # the checks passed, so the run itself failed (a full disk, ...): exit 3
-            raise RunFailed(f"{in_user_terms(exc)}; details in {log}") from None
+
+def _run_flow(args: argparse.Namespace, log: Path) -> int:
+    from flows.regenerate import run_regenerate
+
+    params: dict[str, Any] = {"tasks_per_domain": args.tasks_per_domain, "seed": args.seed,
+                              "evolution_rounds": args.evolution_rounds,
+                              "kill_threshold": args.kill_threshold,
+                              "near_dup_threshold": args.near_dup_threshold, "warehouse": args.warehouse,
+                              "work_dir": args.work_dir, "task_runner": args.task_runner}
+    if args.domains:
+        params["domains"] = args.domains
+    try:
+        outcome = run_regenerate(**params)
+    except WarehouseError as exc:  # the checks passed, so the run itself failed (a full disk, ...): exit 3
+        raise RunFailed(f"{in_user_terms(exc)}; details in {log}") from None
     return report(args.warehouse, outcome["snapshot_id"], outcome["seconds"])
 
 

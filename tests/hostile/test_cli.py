@@ -101,6 +101,17 @@ def test_regenerate_refuses_bad_options_before_any_work(extra: list[str], needle
     assert not work.exists()  # refused before the work dir was even created
 
 
+def test_a_bad_cpu_price_is_refused_before_any_work_and_leaves_no_server(untouched: Path, tmp_path: Path) -> None:
+    """The price is checked while the run's Prefect server boots (beside the imports): the refusal kills the server
+    at once and removes the work folder the command made for its log."""
+    mark = uuid.uuid4().hex
+    out = run_cli("regenerate", "--warehouse", str(untouched), "--work-dir", str(tmp_path / "new" / "work"),
+                  env={"TOOLSCALE_CPU_USD_PER_HOUR": "abc", MARK: mark, "PREFECT_HOME": str(tmp_path / "ph")})
+    assert_one_error_line(out, 2, "is not a price")
+    assert not (tmp_path / "new").exists()
+    assert processes_marked(mark) == []
+
+
 def test_unreachable_dask_scheduler_fails_in_seconds(untouched: Path, tmp_path: Path) -> None:
     started = time.perf_counter()
     out = run_cli("regenerate", "--warehouse", str(untouched), "--work-dir", str(tmp_path / "w"),
