@@ -5,7 +5,6 @@ on its own device when the agent asks it to (and only with its own tools). The o
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,7 @@ from domains.registry import get_spec
 from interop.tau2_tasks import imported_tasks
 from train.env import EnvConfig, Environment
 from train.policies import DialogueOracle, EmptyPolicy, OraclePolicy, ScriptedPolicy, tool_call_text
-from train.tasks import TrainingTask, load_training_set
+from train.tasks import TrainingTask
 from train.user_sim import ScriptedUser
 from verifiers.assertions import assertion_value
 
@@ -24,16 +23,9 @@ ENV = Environment(EnvConfig(subset_tools=False))
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory: pytest.TempPathFactory) -> list[TrainingTask]:
-    """Every task of a telecom snapshot: 12 of tau2's, and the synthesised ones of one shard of 8 bases."""
-    from pipeline.regenerate import RegenerateConfig, regenerate
-
-    folder: Path = tmp_path_factory.mktemp("telecom-snapshot")
-    cfg = RegenerateConfig(domains=["telecom"], tasks_per_domain=1, workers=1, base_per_shard=8, imported_limit=12,
-                           warehouse=str(folder / "wh.duckdb"), work_dir=str(folder / "work"))
-    result, _ = regenerate(cfg, progress=lambda m: None)
-    assert result.status == "published", result
-    return list(load_training_set(cfg.warehouse, domains=["telecom"]).tasks)
+def published(telecom_tasks: list[TrainingTask]) -> list[TrainingTask]:
+    """Every task of a telecom snapshot (tests/train/conftest.py)."""
+    return telecom_tasks
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +25,7 @@ from inference.client import LLMClient
 from inference.endpoints import Endpoint
 from train.env import EnvConfig, Environment
 from train.policies import DialogueOracle, EmptyPolicy
-from train.tasks import TrainingTask, load_training_set
+from train.tasks import TrainingTask
 from train.user_sim import STOP, LLMUser
 
 pytestmark = pytest.mark.skipif(not all(external.available(s) for s in get_spec("telecom").sources.values()),
@@ -85,15 +84,9 @@ def client() -> Iterator[tuple[LLMClient, dict[str, Any]]]:
 
 
 @pytest.fixture(scope="module")
-def synthesised(tmp_path_factory: pytest.TempPathFactory) -> list[TrainingTask]:
-    from pipeline.regenerate import RegenerateConfig, regenerate
-
-    folder: Path = tmp_path_factory.mktemp("telecom-llm-user")
-    cfg = RegenerateConfig(domains=["telecom"], tasks_per_domain=1, workers=1, base_per_shard=8, imported_limit=1,
-                           warehouse=str(folder / "wh.duckdb"), work_dir=str(folder / "work"))
-    result, _ = regenerate(cfg, progress=lambda m: None)
-    assert result.status == "published", result
-    return [t for t in load_training_set(cfg.warehouse, domains=["telecom"]).tasks if "-tau2-" not in t.task_id]
+def synthesised(telecom_tasks: list[TrainingTask]) -> list[TrainingTask]:
+    """The synthesised tasks of the session's telecom snapshot (tests/train/conftest.py)."""
+    return [t for t in telecom_tasks if "-tau2-" not in t.task_id]
 
 
 def test_the_llm_user_fixes_its_phone_when_the_agent_asks(client: tuple[LLMClient, dict[str, Any]],
