@@ -82,15 +82,33 @@ def cpu_autocast(enabled: bool) -> Any:
 
 
 class HFGenerator:
-    """Sampling with ``model.generate`` (CPU or a single GPU without vLLM); ``bf16``: under CPU bf16 autocast."""
+    """Sampling with ``model.generate`` (CPU or a single GPU without vLLM); ``bf16``: under CPU bf16 autocast.
 
-    def __init__(self, model: Any, tokenizer: Any, temperature: float = 1.0, top_p: float = 1.0, bf16: bool = False):
+    On CPU, contexts are generated in batches of at most ``max_batch`` (4 unless given), shortest first, so that a
+    batch pads little: a lock step of 40 RFT episodes of 2k-3k tokens in one left-padded batch took 13 minutes a
+    turn on the 2-core CPU (its padded attention alone is gigabytes). One turn of 16 such contexts took 130 s in one
+    batch, 70 s in batches of 8, 60 s in batches of 4 and 61 s one by one: on CPU a batch saves nothing, padding
+    costs. On a GPU one batch takes them all."""
+
+    def __init__(self, model: Any, tokenizer: Any, temperature: float = 1.0, top_p: float = 1.0, bf16: bool = False,
+                 max_batch: int | None = None):
         self.model, self.tokenizer, self.temperature, self.top_p = model, tokenizer, temperature, top_p
-        self.bf16 = bf16
+        self.bf16, self.max_batch = bf16, max_batch
         self.generated_tokens = 0
 
-    @torch.no_grad()
     def generate(self, contexts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+        on_cpu = next(self.model.parameters()).device.type == "cpu"
+        size = self.max_batch or (4 if on_cpu else max(len(contexts), 1))
+        order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
+        results: list[list[int]] = [[] for _ in contexts]
+        for start in range(0, len(order), size):
+            chunk = order[start: start + size]
+            for i, row in zip(chunk, self._generate([contexts[i] for i in chunk], max_new_tokens)):
+                results[i] = row
+        return results
+
+    @torch.no_grad()
+    def _generate(self, contexts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
         pad = self.tokenizer.pad_token_id
         width = max(len(c) for c in contexts)
         ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts])

@@ -70,3 +70,28 @@ def test_sampling_runs_its_products_in_bf16_only_when_asked(tiny_model_path: str
     seen.clear()
     HFGenerator(policy.model, tokenizer, bf16=True).generate([tokenizer.encode("hi")], 2)
     assert seen and set(seen) == {torch.bfloat16}
+
+
+def test_cpu_generation_runs_in_small_batches_shortest_first_and_keeps_the_order(tiny_model_path: str,
+                                                                                 tokenizer: Any) -> None:
+    """On CPU a batch saves nothing and its padding costs (train/model.py): contexts go in batches of at most
+    ``max_batch``, shortest first, and each result comes back in its context's place."""
+    policy = CheckpointPolicy.load(tiny_model_path, max_new_tokens=3)
+    widths: list[tuple[int, int]] = []
+    policy.model.register_forward_pre_hook(lambda m, args, kwargs: widths.append(tuple(kwargs["input_ids"].shape)),
+                                           with_kwargs=True)
+    contexts = [tokenizer.encode(t) for t in ("one two three four five six seven", "a b c", "x y z",
+                                              "seven words here and there and more", "five words are right here")]
+    lengths = [len(c) for c in contexts]
+    generator = HFGenerator(policy.model, tokenizer, temperature=1e-5, max_batch=2)
+    torch.manual_seed(0)
+    together = generator.generate(contexts, 3)
+    prefills = [w for w in widths if w[1] > 1]
+    assert [w[0] for w in prefills] == [2, 2, 1]  # three batches of at most two
+    assert prefills[0][1] == min(lengths)  # the shortest went first
+    alone = []
+    for c in contexts:
+        torch.manual_seed(0)
+        alone.append(HFGenerator(policy.model, tokenizer, temperature=1e-5).generate([c], 3)[0])
+    same_length = [i for i, n in enumerate(lengths) if lengths.count(n) == 2]  # batched without padding
+    assert same_length and all(together[i] == alone[i] for i in same_length)
