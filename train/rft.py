@@ -6,6 +6,7 @@ round's folder keeps its acceptance and model, so a rerun skips the rounds that 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -77,7 +78,8 @@ def run_round(profile: Profile, tasks: list[TrainingTask], env: Environment, use
         lines = (folder / EXAMPLES_FILE).read_text().splitlines()
         examples = [Demonstration(**json.loads(line)) for line in lines if line]
         progress(f"rft round {round_no}: resuming the fine-tuning on the {len(examples)} episodes kept earlier")
-        return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress), saved
+        return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress,
+                         round_steps(profile, len(examples))), saved
     kept, acceptance = _sample_round(profile, tasks, env, user, model_path, tokenizer, round_no,
                                      lambda line: progress(f"rft round {round_no} sampling: {line}"))
     progress(f"rft round {round_no}: accepted {acceptance.accepted} of {acceptance.sampled} episodes "
@@ -88,7 +90,17 @@ def run_round(profile: Profile, tasks: list[TrainingTask], env: Environment, use
     _write_atomic(folder / ACCEPTANCE_FILE, json.dumps(asdict(acceptance)))
     if not examples:
         return None, acceptance
-    return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress), acceptance
+    return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress,
+                     round_steps(profile, len(examples))), acceptance
+
+
+def round_steps(profile: Profile, kept: int) -> int:
+    """A round's optimizer steps: ``sft.epochs`` over the episodes it kept, at most ``sft.max_steps``. A round that
+    kept 1 of 40 episodes once took all of ``sft.max_steps`` (40) on that one episode, and the model wrote it for
+    every task after (all GRPO rollouts then had format errors)."""
+    per_step = profile.sft.batch_size * profile.sft.gradient_accumulation_steps
+    steps = max(1, math.ceil(kept * profile.sft.epochs / per_step))
+    return min(steps, profile.sft.max_steps) if profile.sft.max_steps else steps
 
 
 def _sample_round(profile: Profile, tasks: list[TrainingTask], env: Environment, user: Callable[[TrainingTask], Any],

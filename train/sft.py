@@ -120,7 +120,8 @@ def fine_tune(profile: Profile, model_path: str, tokenizer: Any, examples: list[
     args = SFTConfig(output_dir=output_dir, learning_rate=s.learning_rate, num_train_epochs=s.epochs,
                      max_steps=steps or -1, per_device_train_batch_size=s.batch_size,
                      gradient_accumulation_steps=s.gradient_accumulation_steps, max_length=s.max_length,
-                     save_strategy="steps", save_steps=s.save_steps, save_total_limit=s.save_total_limit,
+                     save_strategy="steps", save_steps=min(s.save_steps, steps) if steps else s.save_steps,
+                     save_total_limit=s.save_total_limit,
                      logging_steps=1, use_cpu=profile.model.use_cpu, bf16=bf16, report_to="none",
                      seed=profile.data.seed, dataloader_num_workers=0, disable_tqdm=True,
                      model_init_kwargs={"dtype": profile.model.dtype}, remove_unused_columns=True)

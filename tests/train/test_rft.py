@@ -37,3 +37,17 @@ def test_acceptance_keeps_only_verified_episodes(snapshot_warehouse: str, tokeni
     assert kept == [oracle] and oracle.solved
     assert (acceptance.round, acceptance.sampled, acceptance.accepted) == (3, 3, 1)
     assert abs(acceptance.rate - 1 / 3) < 1e-9
+
+
+def test_a_round_trains_its_epochs_over_what_it_kept_not_the_sft_step_count() -> None:
+    from dataclasses import replace
+
+    from train.profiles import load_profile
+    from train.rft import round_steps
+
+    profile = load_profile("cpu-learn")
+    profile = replace(profile, sft=replace(profile.sft, max_steps=40, epochs=2, batch_size=1))
+    assert round_steps(profile, 1) == 2  # not 40 steps on one episode
+    assert round_steps(profile, 7) == 14 and round_steps(profile, 100) == 40  # the step count stays a ceiling
+    unbounded = replace(profile, sft=replace(profile.sft, max_steps=None, epochs=1.5, batch_size=2))
+    assert round_steps(unbounded, 5) == 4
