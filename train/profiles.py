@@ -94,8 +94,12 @@ class GRPOSection:
     vllm_mode: str = "colocate"
     vllm_gpu_memory_utilization: float = 0.35
     gradient_checkpointing: bool = False
+    # which train-split tasks GRPO draws: all, or only those an rft round solved at least once (a group of rollouts
+    # on a task the policy never solves is all zeros and gives no advantage; stages must name rft before grpo)
+    task_pool: str = "all"
 
 
+GRPO_TASK_POOLS = ("all", "rft_solved")
 SCHEDULERS = ("local", "slurm")
 SLURM_TIME = re.compile(r"(\d+-)?\d{1,3}(:\d{2}){0,2}")  # minutes, MM:SS, HH:MM:SS or D-HH[:MM[:SS]]
 SLURM_PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -123,6 +127,11 @@ class RFTSection:
     samples_per_task: int = 4  # k
     temperature: float = 1.0
     top_p: float = 1.0
+    max_tasks: int | None = None  # sample the first this many training tasks each round; None: every one
+    # the fine-tuning's rate (None: sft.learning_rate). A fresh AdamW's first steps move every weight by about the
+    # rate whatever the gradient, so on a model that already writes these episodes (loss ~0.05) sft's 5e-5 for 11
+    # steps left it unable to end an episode: held-out success 5/20 -> 0/20, every episode cut off at the turn limit
+    learning_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -237,7 +246,7 @@ RANGES: tuple[tuple[str, float, float | None], ...] = (
     ("sft.batch_size", 1, 4096), ("sft.gradient_accumulation_steps", 1, 100_000), ("sft.max_length", 16, MAX_TOKENS),
     ("sft.save_steps", 1, MAX_STEPS), ("sft.save_total_limit", 1, 100_000), ("rft.rounds", 1, 1000),
     ("rft.samples_per_task", 1, 1024), ("rft.temperature", 1e-6, 100.0), ("rft.top_p", 1e-6, 1.0),
-    ("evaluate.max_tasks", 1, 10_000_000),
+    ("rft.learning_rate", 1e-12, 1.0), ("rft.max_tasks", 1, 10_000_000), ("evaluate.max_tasks", 1, 10_000_000),
 )
 STAGES = ("sft", "rft", "grpo", "evaluate")
 
@@ -334,6 +343,10 @@ def _validate(p: Profile, path: Path) -> None:
          "stages must be a non-empty list without repeats")
     need(p.stages is None or [s for s in STAGES if s in p.stages] == p.stages,
          f"stages must keep the order {', '.join(STAGES)}")
+    need(p.grpo.task_pool in GRPO_TASK_POOLS,
+         f"grpo.task_pool must be one of {', '.join(GRPO_TASK_POOLS)}, got {p.grpo.task_pool!r}")
+    need(p.grpo.task_pool != "rft_solved" or (p.stages is not None and "rft" in p.stages and "grpo" in p.stages),
+         "grpo.task_pool rft_solved draws on the rft stage's verified episodes: stages must name rft and grpo")
     need(p.grpo.vllm_mode in ("colocate", "server"), "grpo.vllm_mode must be colocate or server")
     need(not (p.grpo.use_vllm and p.model.use_cpu), "grpo.use_vllm needs GPUs; it cannot go with model.use_cpu")
     problem = _launch_problem(p.launch, p.model.use_cpu)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from train.tasks import TrainingTask
 
 ACCEPTANCE_FILE = "acceptance.json"  # a round's sampling count, written (after its examples) before fine-tuning
 EXAMPLES_FILE = "examples.jsonl"  # the kept episodes as tokenized demonstrations: a resumed round trains on these
+SOLVED_FILE = "solved.json"  # per task id, how many of its sampled episodes the verifier passed (grpo.task_pool)
 
 
 @dataclass(frozen=True)
@@ -79,19 +81,22 @@ def run_round(profile: Profile, tasks: list[TrainingTask], env: Environment, use
         examples = [Demonstration(**json.loads(line)) for line in lines if line]
         progress(f"rft round {round_no}: resuming the fine-tuning on the {len(examples)} episodes kept earlier")
         return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress,
-                         round_steps(profile, len(examples))), saved
-    kept, acceptance = _sample_round(profile, tasks, env, user, model_path, tokenizer, round_no,
+                         round_steps(profile, len(examples)),
+                     profile.rft.learning_rate), saved
+    kept, acceptance = _sample_round(profile, tasks[:profile.rft.max_tasks], env, user, model_path, tokenizer, round_no,
                                      lambda line: progress(f"rft round {round_no} sampling: {line}"))
     progress(f"rft round {round_no}: accepted {acceptance.accepted} of {acceptance.sampled} episodes "
              f"({acceptance.rate:.1%})")
     examples = demonstrations(kept, tokenizer, profile.sft.max_length)
     folder.mkdir(parents=True, exist_ok=True)
     _write_atomic(folder / EXAMPLES_FILE, "".join(json.dumps(e.row()) + "\n" for e in examples))
+    _write_atomic(folder / SOLVED_FILE, json.dumps(dict(sorted(Counter(e.task_id for e in kept).items()))))
     _write_atomic(folder / ACCEPTANCE_FILE, json.dumps(asdict(acceptance)))
     if not examples:
         return None, acceptance
     return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress,
-                     round_steps(profile, len(examples))), acceptance
+                     round_steps(profile, len(examples)),
+                     profile.rft.learning_rate), acceptance
 
 
 def round_steps(profile: Profile, kept: int) -> int:
@@ -101,6 +106,12 @@ def round_steps(profile: Profile, kept: int) -> int:
     per_step = profile.sft.batch_size * profile.sft.gradient_accumulation_steps
     steps = max(1, math.ceil(kept * profile.sft.epochs / per_step))
     return min(steps, profile.sft.max_steps) if profile.sft.max_steps else steps
+
+
+def read_solved(folder: Path) -> dict[str, int] | None:
+    """Per task id, the verified episodes a round kept (None: the round has not sampled, or predates the file)."""
+    path = folder / SOLVED_FILE
+    return {str(k): int(v) for k, v in json.loads(path.read_text()).items()} if path.exists() else None
 
 
 def _sample_round(profile: Profile, tasks: list[TrainingTask], env: Environment, user: Callable[[TrainingTask], Any],

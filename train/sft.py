@@ -106,9 +106,10 @@ def demonstrations(episodes: Sequence[EpisodeResult], tokenizer: Any, max_length
 
 def fine_tune(profile: Profile, model_path: str, tokenizer: Any, examples: list[Demonstration], output_dir: str,
               callbacks: Sequence[Any] = (), progress: Callable[[str], None] | None = None,
-              max_steps: int | None = None) -> StageResult:
-    """SFTTrainer over ``examples`` from ``model_path`` into ``output_dir``; resumes from the newest complete
-    checkpoint there (train/checkpoints.py), a finished one does no step."""
+              max_steps: int | None = None, learning_rate: float | None = None) -> StageResult:
+    """SFTTrainer over ``examples`` from ``model_path`` into ``output_dir`` (at ``learning_rate``, default
+    ``sft.learning_rate``); resumes from the newest complete checkpoint there (train/checkpoints.py), a finished
+    one does no step."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -117,7 +118,7 @@ def fine_tune(profile: Profile, model_path: str, tokenizer: Any, examples: list[
     s = profile.sft
     steps = max_steps or s.max_steps
     bf16 = profile.model.bf16
-    args = SFTConfig(output_dir=output_dir, learning_rate=s.learning_rate, num_train_epochs=s.epochs,
+    args = SFTConfig(output_dir=output_dir, learning_rate=learning_rate or s.learning_rate, num_train_epochs=s.epochs,
                      max_steps=steps or -1, per_device_train_batch_size=s.batch_size,
                      gradient_accumulation_steps=s.gradient_accumulation_steps, max_length=s.max_length,
                      save_strategy="steps", save_steps=min(s.save_steps, steps) if steps else s.save_steps,

@@ -10,7 +10,8 @@ model) and records that as ``start_model`` in its ``config_json``:
 - ``sft``: oracle demonstrations of the training split, SFTTrainer (train/sft.py); final model ``<folder>/final``.
 - ``rft``: ``rft.rounds`` rounds of sampling, verifying and fine-tuning (train/rft.py), in ``<folder>/round-N``;
   its steps are numbered on across rounds. A run in which no round kept an episode leaves the model as it was.
-- ``grpo``: the GRPO run of train/run.py from that model; final model its last checkpoint.
+- ``grpo``: the GRPO run of train/run.py from that model; final model its last checkpoint. With
+  ``grpo.task_pool: rft_solved`` it draws only the training tasks an rft round solved (``grpo_pool``).
 - ``evaluate``: the start model (``base``) and each earlier stage's final model on the snapshot's test split under
   held-out pricing, with the training prompt's tool count (``data.max_tools``) and limits (train/evaluate.py,
   ``eval_runs``); one ``training_steps`` row per model evaluated (its held-out
@@ -36,7 +37,7 @@ from typing import Any
 from train.diagnose import diagnose_steps
 from train.profiles import Profile, load_profile
 from train.report import plot_stages, stages_markdown, wilson_interval
-from train.rft import Acceptance, read_acceptance, round_done, run_round
+from train.rft import Acceptance, read_acceptance, read_solved, round_done, run_round
 from train.run import TrainRunConfig, TrainRunResult, _now, _Recorder, load_built, run_identity, train_grpo
 from train.trainset import BuiltSet
 from warehouse.train_store import read_training_run, read_training_steps, store_training
@@ -274,9 +275,29 @@ def _rft(ctx: _Context, stage_id: str, start: str, chain: list[tuple[str, str]])
     return record
 
 
+def grpo_pool(ctx: _Context) -> BuiltSet:
+    """The training set GRPO draws from: every train-split task, or (``grpo.task_pool: rft_solved``) those an rft
+    round of this run solved at least once; all of them, said in one line, when no round solved any."""
+    if ctx.profile.grpo.task_pool != "rft_solved":
+        return ctx.built
+    rft_dir = Path(ctx.cfg.output_root) / f"{ctx.run_id}-rft"
+    solved: set[str] = set()
+    for folder in sorted(rft_dir.glob("round-*")):
+        solved |= set(read_solved(folder) or {})
+    tasks = [t for t in ctx.built.data.tasks if t.task_id in solved]
+    if not tasks:
+        ctx.progress("grpo: no rft round solved a training task; GRPO draws from all "
+                     f"{len(ctx.built.data.tasks)} of them")
+        return ctx.built
+    ctx.progress(f"grpo: drawing from the {len(tasks)} of {len(ctx.built.data.tasks)} training tasks an rft round "
+                 "solved at least once (grpo.task_pool rft_solved)")
+    return replace(ctx.built, data=replace(ctx.built.data, tasks=tasks),
+                   draws=[d for d in ctx.built.draws if d.task_id in solved])
+
+
 def _grpo(ctx: _Context, stage_id: str, start: str, chain: list[tuple[str, str]]) -> StageRecord:
     profile = replace(ctx.profile, model=replace(ctx.profile.model, name=start))  # GRPO from the previous model
-    result = train_grpo(ctx.cfg, profile, ctx.built, ctx.progress, stage_id, "grpo")
+    result = train_grpo(ctx.cfg, profile, grpo_pool(ctx), ctx.progress, stage_id, "grpo")
     run = result.run
     if json.loads(run["config_json"]).get("start_model") != start:
         run["config_json"] = json.dumps(json.loads(run["config_json"]) | {"stage": "grpo", "start_model": start},

@@ -79,3 +79,32 @@ def test_an_older_warehouse_gains_the_stage_column_and_its_runs_read_grpo(wareho
     store_training(warehouse, run, [])
     assert read_training_steps(warehouse, "run-old")[0]["stage"] == "grpo"
     assert read_training_run(warehouse, "run-new")["stage"] == "sft"
+
+
+def test_grpo_draws_only_the_tasks_an_rft_round_solved_when_the_profile_asks(warehouse: str, tmp_path: Path) -> None:
+    from train.profiles import load_profile
+    from train.rft import SOLVED_FILE
+    from train.run import load_built
+    from train.stages import _Context, grpo_pool
+
+    profile_path = tmp_path / "pool-test.yaml"
+    profile_path.write_text(PROFILE.replace("MODEL", "smollm2-gguf").replace("max_tasks: 1", "max_tasks: 3")
+                            .replace("stages: [sft, grpo]", "stages: [sft, rft, grpo]")
+                            .replace("beta: 0.0}", "beta: 0.0, task_pool: rft_solved}"))
+    profile = load_profile(profile_path)
+    cfg = TrainRunConfig(str(profile_path), warehouse, output_root=str(tmp_path / "runs"))
+    built = load_built(cfg, profile)
+    ids = [t.task_id for t in built.data.tasks]
+    assert len(ids) == 3
+    lines: list[str] = []
+    ctx = _Context(cfg, profile, built, "run-x", None, lines.append)
+    assert grpo_pool(ctx) is built and "no rft round solved a training task" in lines[-1]  # no round yet: all
+
+    round_two = tmp_path / "runs" / "run-x-rft" / "round-2"
+    round_two.mkdir(parents=True)
+    (round_two / SOLVED_FILE).write_text(json.dumps({ids[1]: 2, "weather-not-in-this-set": 1}))
+    pool = grpo_pool(ctx)
+    assert [t.task_id for t in pool.data.tasks] == [ids[1]] and [d.task_id for d in pool.draws] == [ids[1]]
+    assert pool.data.snapshot_id == built.data.snapshot_id and pool.pricing_seed == built.pricing_seed
+    assert "the 1 of 3 training tasks an rft round solved" in lines[-1]
+    assert [t.task_id for t in built.data.tasks] == ids  # the stages' own set is left whole
