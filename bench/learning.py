@@ -4,7 +4,7 @@
     python bench/learning.py --profile cpu-learn --max-tasks 2 --eval-tasks 2 --sft-steps 2 --grpo-steps 1 ...
 
 Runs the profile's stages through train/stages.py (every one of sft, rft, grpo, evaluate when the profile names
-none, as gpu-learn does; evaluate is added when missing), so the evaluate stage scores the base model first and
+none; evaluate is added when missing), so the evaluate stage scores the base model first and
 then every stage's final model on the test split under held-out pricing. Prints one table: held-out success with a
 95% Wilson interval, format errors, calls per tool, cost per episode, training reward, the share of GRPO steps with
 a non-zero advantage, and wall time per stage; writes it as ``learning.md`` and the stages plot as ``learning.png``

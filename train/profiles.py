@@ -128,9 +128,9 @@ class RFTSection:
     temperature: float = 1.0
     top_p: float = 1.0
     max_tasks: int | None = None  # sample the first this many training tasks each round; None: every one
-    # the fine-tuning's rate (None: sft.learning_rate). A fresh AdamW's first steps move every weight by about the
-    # rate whatever the gradient, so on a model that already writes these episodes (loss ~0.05) sft's 5e-5 for 11
-    # steps left it unable to end an episode: held-out success 5/20 -> 0/20, every episode cut off at the turn limit
+    # the fine-tuning's rate (None: sft.learning_rate). On a model that already writes these episodes (loss ~0.05)
+    # sft's 5e-5 for 11 steps left it unable to end an episode (held-out 5/20 -> 0/20, all cut off at the turn
+    # limit); 5e-6 kept 5/20. Likely cause: a fresh AdamW's first steps move each weight by about the rate
     learning_rate: float | None = None
 
 
