@@ -80,11 +80,9 @@ def run_round(profile: Profile, tasks: list[TrainingTask], env: Environment, use
         lines = (folder / EXAMPLES_FILE).read_text().splitlines()
         examples = [Demonstration(**json.loads(line)) for line in lines if line]
         progress(f"rft round {round_no}: resuming the fine-tuning on the {len(examples)} episodes kept earlier")
-        return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress,
-                         round_steps(profile, len(examples)),
-                     profile.rft.learning_rate), saved
-    kept, acceptance = _sample_round(profile, tasks[:profile.rft.max_tasks], env, user, model_path, tokenizer, round_no,
-                                     lambda line: progress(f"rft round {round_no} sampling: {line}"))
+        return _fine_tune_round(profile, model_path, tokenizer, examples, folder, callbacks, progress), saved
+    kept, acceptance = _sample_round(profile, tasks[:profile.rft.max_tasks], env, user, model_path, tokenizer,
+                                     round_no, lambda line: progress(f"rft round {round_no} sampling: {line}"))
     progress(f"rft round {round_no}: accepted {acceptance.accepted} of {acceptance.sampled} episodes "
              f"({acceptance.rate:.1%})")
     examples = demonstrations(kept, tokenizer, profile.sft.max_length)
@@ -94,9 +92,14 @@ def run_round(profile: Profile, tasks: list[TrainingTask], env: Environment, use
     _write_atomic(folder / ACCEPTANCE_FILE, json.dumps(asdict(acceptance)))
     if not examples:
         return None, acceptance
+    return _fine_tune_round(profile, model_path, tokenizer, examples, folder, callbacks, progress), acceptance
+
+
+def _fine_tune_round(profile: Profile, model_path: str, tokenizer: Any, examples: list[Demonstration], folder: Path,
+                     callbacks: Sequence[Any], progress: Callable[[str], None]) -> StageResult:
+    """A round's fine-tuning on what it kept: ``round_steps`` steps at ``rft.learning_rate`` (default sft's)."""
     return fine_tune(profile, model_path, tokenizer, examples, str(folder), callbacks, progress,
-                     round_steps(profile, len(examples)),
-                     profile.rft.learning_rate), acceptance
+                     round_steps(profile, len(examples)), profile.rft.learning_rate)
 
 
 def round_steps(profile: Profile, kept: int) -> int:
