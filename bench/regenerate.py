@@ -11,7 +11,8 @@ server; ``--cli`` ``toolscale regenerate`` exactly as a user runs it (process st
 issue 19 bounds).
 
 Per size it prints wall seconds, tasks/s, CPU seconds (the run's processes together), peak RSS (the largest
-single process, and the whole process tree sampled twice a second), the stages (``shards_s`` wall,
+single process, and the whole process tree sampled twice a second, as RSS and as PSS: forked workers share pages
+with the flow's process, which RSS counts once per process), the stages (``shards_s`` wall,
 ``dedup_s``, ``gate_s`` the quality suite, ``publish_s`` the warehouse write without the gate; ``shard_compute_s``
 the shards' own seconds summed) and the load average before and after (the machine may be shared: compare
 ratios within one run when the load is above the core count). Then, per stage, the growth exponent between
@@ -51,8 +52,10 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and every process below it (read from /proc; 0 where it cannot be read)."""
+def _tree_memory(root: int) -> tuple[int, int]:
+    """Resident bytes of ``root`` and every process below it (read from /proc; 0 where it cannot be read), as
+    (RSS summed, PSS summed). A forked worker's RSS counts every page it shares with its parent again; PSS
+    splits a shared page between the processes that map it, so its sum is the memory the tree really holds."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for proc in Path("/proc").iterdir():
@@ -64,12 +67,23 @@ def _tree_rss(root: int) -> int:
             rss[int(proc.name)] = int(fields[21]) * PAGE
         except (OSError, IndexError, ValueError):
             continue
-    total, todo = 0, [root]
+    total, pss, todo = 0, 0, [root]
     while todo:
         pid = todo.pop()
         total += rss.get(pid, 0)
+        pss += _pss(pid)
         todo += children.get(pid, [])
-    return total
+    return total, pss
+
+
+def _pss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _child_command(mode: str, per_domain: int | None, warehouse: str, work: str, workers: int) -> list[str]:
@@ -122,11 +136,11 @@ def run(size: str, workers: int, mode: str, keep: Path | None = None) -> dict[st
         started = time.perf_counter()
         proc = subprocess.Popen(_child_command(mode, per_domain, warehouse, work, workers), stdout=out, stderr=err,
                                 env=env, cwd=REPO)
-        peak_tree, done = [0], threading.Event()
+        peak_tree, done = [0, 0], threading.Event()
 
         def sample() -> None:  # never polls the child itself: wait4 below must be the one to reap it
             while not done.wait(0.5):
-                peak_tree[0] = max(peak_tree[0], _tree_rss(proc.pid))
+                peak_tree[:] = map(max, peak_tree, _tree_memory(proc.pid))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -151,7 +165,8 @@ def run(size: str, workers: int, mode: str, keep: Path | None = None) -> dict[st
     return {"size": size, "mode": mode, "tasks": result["tasks"], "status": result["status"],
             "seconds": round(seconds, 1), "tasks_per_s": round(result["tasks"] / seconds, 1),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "peak_tree_rss_mb": round(peak_tree[0] / 2**20, 1), "workers": workers, "load_before": load_before,
+            "peak_tree_rss_mb": round(peak_tree[0] / 2**20, 1), "peak_tree_pss_mb": round(peak_tree[1] / 2**20, 1),
+            "workers": workers, "load_before": load_before,
             "load_after": _load(), **timings,
             **({"quality_failures": result["quality"].get("failures", [])} if result.get("quality") else {})}
 
@@ -187,7 +202,8 @@ def plot(results: list[dict[str, Any]], png: Path) -> None:
     left.set(xscale="log", yscale="log", xlabel="published tasks", ylabel="seconds", title="time per stage")
     left.legend(fontsize=8)
     right.plot(tasks, [r["peak_rss_mb"] for r in results], marker="o", label="largest process")
-    right.plot(tasks, [r["peak_tree_rss_mb"] for r in results], marker="o", label="process tree (sampled)")
+    right.plot(tasks, [r["peak_tree_rss_mb"] for r in results], marker="o", label="process tree, RSS (sampled)")
+    right.plot(tasks, [r["peak_tree_pss_mb"] for r in results], marker="o", label="process tree, PSS (sampled)")
     right.set(xscale="log", xlabel="published tasks", ylabel="MB", title="peak resident memory")
     right.legend(fontsize=8)
     fig.suptitle(f"toolscale regenerate ({results[0]['mode']}, {os.cpu_count()} cores)")
@@ -218,7 +234,8 @@ def main() -> None:
         results.append(r)
         stages = ", ".join(f"{k} {r[k]}" for k in (*STAGE_NAMES, "shard_compute_s") if k in r)
         print(f"{size:>8} ({mode}): {r['tasks']} tasks {r['status']} in {r['seconds']}s = {r['tasks_per_s']} "
-              f"tasks/s, CPU {r['cpu_s']}s, peak RSS {r['peak_rss_mb']} MB (tree {r['peak_tree_rss_mb']} MB), "
+              f"tasks/s, CPU {r['cpu_s']}s, peak RSS {r['peak_rss_mb']} MB (tree {r['peak_tree_rss_mb']} MB, PSS "
+              f"{r['peak_tree_pss_mb']} MB), "
               f"load {r['load_before']} -> {r['load_after']}; {stages}", flush=True)
         if len(results) > 1:  # after every size: a long series that is stopped still leaves its curve
             plot(results, args.png)

@@ -25,8 +25,9 @@ def _forbidden(record: dict[str, Any]) -> bool:
     return bool(record["realism"].get("forbidden"))
 
 
-def trim_forbidden(records: list[dict[str, Any]]) -> dict[str, int]:
-    """Reject forbidden-request tasks beyond the gate's ceiling, in place; returns the count rejected per domain."""
+def trim_forbidden(records: list[dict[str, Any]], apply: bool = True) -> dict[str, int]:
+    """Reject forbidden-request tasks beyond the gate's ceiling, in place; returns the count rejected per domain.
+    ``apply=False`` only counts them (a regeneration sizes its top-up rounds by the tasks left after the trim)."""
     most = SHARE_GATES["forbidden_share"][1]
     assert most is not None
     by_domain: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -39,6 +40,9 @@ def trim_forbidden(records: list[dict[str, Any]]) -> dict[str, int]:
         if n < MIN_SAMPLE_FOR_SHARE or wilson_bounds(f / n, n)[0] <= most:
             continue  # the gate judges this share as it is
         k = math.ceil((f - most * n) / (1 - most) - 1e-9)  # (f - k) / (n - k) <= most
+        trimmed[domain] = k
+        if not apply:
+            continue
         order = sorted(((i, r) for i, r in enumerate(accepted) if _forbidden(r)),
                        key=lambda p: (-int(p[1].get("depth") or 0), -p[0]))
         for _, r in order[:k]:
@@ -46,5 +50,4 @@ def trim_forbidden(records: list[dict[str, Any]]) -> dict[str, int]:
             r["reason"] = REASON
             r["reason_detail"] = (f"{REASON}: {f} of {n} accepted {domain} tasks carried a forbidden request, above "
                                   f"the gate's {most:.0%}; the deepest and latest {k} were left out")
-        trimmed[domain] = k
     return trimmed

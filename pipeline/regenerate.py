@@ -233,24 +233,57 @@ def _canonical(shards: Iterable[ShardConfig]) -> list[ShardConfig]:
     return sorted(shards, key=lambda s: (domain_order(s.domain), s.shard))
 
 
-def load_records(cfg: RegenerateConfig, shards: Iterable[ShardConfig]) -> list[dict[str, Any]]:
-    """Every candidate of the given shards in canonical order (domain order, shard index, position)."""
+# What dedup, the forbidden-share trim, the summary, the audit and the snapshot id never read: a regeneration
+# leaves these out of the records it holds (about 70% of a candidate's memory: 20 KB -> 6 KB of Python objects)
+# and the warehouse write reads them back from the shard files, a batch at a time (``full_records``).
+WRITE_ONLY_FIELDS = ("tau2", "argument_sources", "gold_calls", "survivors", "persona", "notes", "communicate_info",
+                     "underivable")
+
+
+def load_records(cfg: RegenerateConfig, shards: Iterable[ShardConfig], slim: bool = False) -> list[dict[str, Any]]:
+    """Every candidate of the given shards in canonical order (domain order, shard index, position); ``slim``
+    leaves out ``WRITE_ONLY_FIELDS`` (``full_records`` puts them back)."""
     records = []
     for shard in _canonical(shards):
         result = json.loads(shard_file(cfg, shard).read_text())
         for i, rec in enumerate(result["records"]):
+            if slim:
+                rec = {k: v for k, v in rec.items() if k not in WRITE_ONLY_FIELDS}
             rec["candidate_id"] = f"{shard.shard_id}-{i:05d}"
             records.append(rec)
     return records
+
+
+def full_records(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Slim records (``load_records(slim=True)``) with their left-out fields read back from their shard files;
+    what the run decided since loading (accepted, reason, detail) is the slim record's. Each shard file is read
+    once per call: pass a batch in canonical order."""
+    out: list[dict[str, Any]] = []
+    shard_id, stored = None, []
+    for rec in records:
+        shard, position = rec["candidate_id"].rsplit("-", 1)  # "<shard id>-<position>" (load_records)
+        if shard != shard_id:
+            shard_id = shard
+            stored = json.loads((cfg.shard_dir() / f"{shard_id}.json").read_text())["records"]
+        out.append({**stored[int(position)], **rec})
+    return out
 
 
 def _synthesised(record: dict[str, Any]) -> bool:
     return record.get("source", "synthesised") == "synthesised"
 
 
+def _kept(records: list[dict[str, Any]]) -> Counter[str]:
+    """Synthesised tasks per domain that the snapshot would publish: accepted, less those the forbidden-share trim
+    would leave out (``pipeline/balance.py``; it runs once, on the final records)."""
+    have = Counter(r["domain"] for r in records if r["accepted"] and _synthesised(r))
+    have.subtract(trim_forbidden(records, apply=False))
+    return have
+
+
 def shortfall(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> dict[str, int]:
     """Synthesised tasks still missing per domain (imported tasks do not count towards the requested number)."""
-    have = Counter(r["domain"] for r in records if r["accepted"] and _synthesised(r))
+    have = _kept(records)
     return {d: n - have[d] for d, n in cfg.requested().items() if have[d] < n}
 
 
@@ -258,7 +291,7 @@ def top_up_plan(cfg: RegenerateConfig, shards: list[ShardConfig], missing: dict[
                 records: list[dict[str, Any]]) -> list[ShardConfig]:
     """More shards for the domains that fell short, sized by each domain's own yield so far."""
     extra = []
-    have = Counter(r["domain"] for r in records if r["accepted"] and _synthesised(r))
+    have = _kept(records)
     for domain, n in missing.items():
         done = [s for s in shards if s.domain == domain and not s.imported]
         next_index = max(s.shard for s in done) + 1
@@ -313,10 +346,13 @@ def snapshot_id_for(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> str
 def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, progress: Progress = print,
              deduped: tuple[list[dict[str, Any]], dict[str, int]] | None = None,
              timings: dict[str, float] | None = None,
-             cpu_s: dict[str, float] | None = None) -> tuple[PublishResult, dict[str, Any]]:
+             cpu_s: dict[str, float] | None = None,
+             expand: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+             ) -> tuple[PublishResult, dict[str, Any]]:
     """Dedup all shards' candidates (unless given already deduped), build the snapshot, gate it, publish.
     ``started`` is the job's ``time.perf_counter()`` start, for the recorded wall time; ``cpu_s`` the CPU
-    seconds per stage so far (pipeline/stage_cost.py), stored in ``stage_costs`` with the gate's and the write's."""
+    seconds per stage so far (pipeline/stage_cost.py), stored in ``stage_costs`` with the gate's and the write's;
+    ``expand`` completes a batch of slim deduped records for the write (``full_records``)."""
     timings = dict(timings or {})
     cpu = dict(cpu_s or {})
     price = cpu_price()
@@ -337,7 +373,7 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
     bundle = SnapshotBundle(
         snapshot_id=snapshot_id_for(cfg, records), code_version=code_version(), config_hash=cfg.config_hash(),
         config={**cfg.identity(), "tasks_per_domain": cfg.requested()}, requested=cfg.requested(),
-        records=records, domains=domains, tools=tools, summary=summary)
+        records=records, domains=domains, tools=tools, summary=summary, expand=expand)
     progress(f"publishing {bundle.snapshot_id}: {summary['tasks']} tasks from {summary['candidates']} candidates")
     tick = time.perf_counter()
     # stored in the snapshot row: the time up to the warehouse write (the write cannot time itself)
@@ -413,7 +449,7 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
                 warm = None
             tick, tick_cpu = time.perf_counter(), time.process_time()
             # only this round's shards are read and deduped: they follow every earlier shard of their domain
-            by_shard.update({s.shard_id: load_records(cfg, [s]) for s in batch})
+            by_shard.update({s.shard_id: load_records(cfg, [s], slim=True) for s in batch})
             counts = deduper.add([r for s in _canonical(batch) for r in by_shard[s.shard_id]])
             records = [r for s in _canonical(shards) for r in by_shard[s.shard_id]]
             timings["dedup_s"] += time.perf_counter() - tick
@@ -429,4 +465,5 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     finally:  # a failed shard must not leave the loader running at exit either
         if warm is not None:
             warm.join()
-    return finalize(cfg, shards, started, progress, (records, counts), timings, cpu)
+    return finalize(cfg, shards, started, progress, (records, counts), timings, cpu,
+                    expand=functools.partial(full_records, cfg))

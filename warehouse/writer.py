@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -50,6 +50,9 @@ class SnapshotBundle:
     tools: list[dict[str, Any]]
     summary: dict[str, Any] = field(default_factory=dict)
     seconds: float | None = None
+    # completes a batch of ``records`` for the write, where the caller holds only some fields of each (a
+    # regeneration: pipeline.regenerate.full_records); None: the records are whole
+    expand: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
 
 
 @dataclass
@@ -182,8 +185,7 @@ def _latest_published(con: duckdb.DuckDBPyConnection) -> str | None:
 
 def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: str | None) -> None:
     sid = bundle.snapshot_id
-    accepted = [r for r in bundle.records if r["accepted"]]
-    rejected = [r for r in bundle.records if not r["accepted"]]
+    accepted = sum(bool(r["accepted"]) for r in bundle.records)
     con.execute("BEGIN")
     for table in ("task_rules", "gold_calls", "verdicts", "tasks", "rejections", "tools", "domains", "snapshots"):
         con.execute(f"DELETE FROM {table} WHERE snapshot_id = ?", [sid])  # a failed earlier attempt
@@ -193,12 +195,24 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
         " tasks, candidates, rejected, gold_errors, noop_passes, median_kill_rate, evolved_fraction, yield_rate,"
         " seconds, summary_json) VALUES (?, ?, ?, ?, ?, ?, 'building', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [sid, parent, datetime.now(timezone.utc).replace(tzinfo=None), bundle.code_version, bundle.config_hash,
-         json.dumps(bundle.config, sort_keys=True), len(accepted), len(bundle.records), len(rejected),
+         json.dumps(bundle.config, sort_keys=True), accepted, len(bundle.records), len(bundle.records) - accepted,
          s.get("gold_errors", 0), s.get("noop_passes", 0), s.get("median_kill_rate"), s.get("evolved_fraction"),
          s.get("yield"), bundle.seconds, json.dumps(s, sort_keys=True, default=str)])
     _insert(con, "domains", [{"snapshot_id": sid, **d} for d in bundle.domains])
     _insert(con, "tools", [{"snapshot_id": sid, **t} for t in bundle.tools])
-    for chunk in _chunks(accepted):  # in batches: the rows of one batch exist at a time, not of the snapshot
+    # in batches: the rows (and whole records) of one batch exist at a time, not the snapshot's; each table's
+    # rows go in in the records' order
+    for batch in _chunks(bundle.records):
+        batch = bundle.expand(batch) if bundle.expand is not None else batch
+        _insert_batch(con, sid, [r for r in batch if r["accepted"]], [r for r in batch if not r["accepted"]])
+    con.execute("COMMIT")
+
+
+def _insert_batch(con: duckdb.DuckDBPyConnection, sid: str, accepted: list[dict[str, Any]],
+                  rejected: list[dict[str, Any]]) -> None:
+    """One batch's task, gold-call, rule and verdict rows (from its accepted records) and rejection rows."""
+    if accepted:
+        chunk = accepted
         _insert(con, "tasks", [_task_row(sid, r) for r in chunk])
         _insert(con, "gold_calls", [{
             "snapshot_id": sid, "task_id": r["task_id"], "position": i, "name": c["name"],
@@ -210,14 +224,13 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
             "gold_reason": r["gold_reason"], "noop_fails": r["noop_fails"], "noop_reason": r["noop_reason"],
             "mutants": r["mutants"], "mutants_killed": r["mutants_killed"], "kill_rate": r["kill_rate"],
             "survivors_json": json.dumps(r["survivors"], ensure_ascii=False)} for r in chunk])
-    for chunk in _chunks(rejected):
+    if rejected:
         _insert(con, "rejections", [{
             "snapshot_id": sid, "candidate_id": r["candidate_id"], "domain": r["domain"], "shard_id": r["shard_id"],
             "content_hash": r["content_hash"], "reason": r["reason"], "detail": r["reason_detail"],
             "kinds": "+".join(r["kinds"]), "operator": r["operator"], "depth": r["depth"],
             "instruction": r["instruction"], "gold_json": json.dumps(r["gold_calls"], ensure_ascii=False, default=str),
-            "kill_rate": r["kill_rate"]} for r in chunk])
-    con.execute("COMMIT")
+            "kill_rate": r["kill_rate"]} for r in rejected])
 
 
 INSERT_BATCH = 5000  # records per insert: bounds the rows held at once, few enough statements to stay fast

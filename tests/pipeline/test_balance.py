@@ -51,3 +51,16 @@ def test_the_same_records_give_the_same_trim() -> None:
     trim_forbidden(first)
     trim_forbidden(second)
     assert [r["accepted"] for r in first] == [r["accepted"] for r in second]
+
+
+def test_a_run_tops_up_a_domain_the_trim_would_bring_below_its_requested_count() -> None:
+    # 100,000 tasks failed the gate's domain counts in 6 domains: dedup left each domain its requested number, then
+    # the trim took some away; the shortfall a regeneration tops up from counts the trim before it happens
+    from pipeline.regenerate import RegenerateConfig, shortfall
+
+    records = _records("finance", 170, 120) + _records("weather", 290, 10)
+    before = copy.deepcopy(records)
+    cfg = RegenerateConfig(domains=["finance", "weather"], tasks_per_domain=280)
+    assert shortfall(cfg, records) == {"finance": 280 - (290 - 48)}
+    assert records == before  # counting the trim does not trim
+    assert trim_forbidden(records, apply=False) == trim_forbidden(copy.deepcopy(records)) == {"finance": 48}

@@ -9,13 +9,14 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-from pipeline.regenerate import RegenerateConfig, regenerate
+from pipeline.regenerate import RegenerateConfig, finalize, initial_plan, regenerate
 
 SMALL = {"domains": ["weather", "sport"], "tasks_per_domain": 40, "workers": 1, "base_per_shard": 8}
 
@@ -78,7 +79,7 @@ def test_rerunning_a_published_config_is_a_no_op(reference: Any) -> None:
 
 KILLER = """
 import os, signal, sys
-from pipeline.regenerate import RegenerateConfig, regenerate
+from pipeline.regenerate import RegenerateConfig, finalize, initial_plan, regenerate
 import pipeline.regenerate as job
 cfg = RegenerateConfig(**json.loads(sys.argv[1]))
 mode = sys.argv[2]
@@ -217,3 +218,27 @@ def test_a_run_with_top_up_rounds_publishes_what_one_round_of_the_same_shards_do
     assert again["shards"] == final
     assert one.snapshot_id == topped.snapshot_id
     assert again["dedup"] == summary["dedup"] and again["rejection_reasons"] == summary["rejection_reasons"]
+
+
+def test_the_run_holding_slim_records_writes_the_rows_a_run_holding_whole_records_does(
+        reference: Any, tmp_path: Path) -> None:
+    # a regeneration holds only what dedup and the gate read, and reads the rest back from the shard files as
+    # it writes; loading whole records (finalize without deduped records) must write the very same rows
+    cfg, result, summary = reference
+    shards = initial_plan(cfg)
+    assert len(shards) == summary["shards"]  # the reference needed no top-up: these are all its shards
+    whole = replace(cfg, warehouse=str(tmp_path / "whole.duckdb"))
+    again, _ = finalize(whole, shards, time.perf_counter(), progress=lambda m: None)
+    assert again.snapshot_id == result.snapshot_id and again.status == result.status == "published"
+    con = duckdb.connect(str(tmp_path / "whole.duckdb"))
+    try:
+        con.execute("ATTACH ? AS slim (READ_ONLY)", [cfg.warehouse])
+        for table in ("tasks", "gold_calls", "verdicts", "task_rules", "rejections"):
+            rows = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            assert rows > 0, table
+            assert rows == con.execute(f"SELECT count(*) FROM slim.{table}").fetchone()[0], table
+            differ = con.execute(f"SELECT count(*) FROM (SELECT * FROM {table} EXCEPT ALL "
+                                 f"SELECT * FROM slim.{table})").fetchone()[0]
+            assert differ == 0, f"{differ} of {rows} {table} rows differ"
+    finally:
+        con.close()
