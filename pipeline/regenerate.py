@@ -22,7 +22,7 @@ from typing import Any
 
 from domains.registry import (DOMAIN_NAMES, DOMAINS_DIR, available_domains, default_task_count, domain_order,
                               get_engine, get_spec, spec_path, unknown_domain)
-from synthesis.dedup import Dedup, dedup, minilm
+from synthesis.dedup import Dedup, dedup, forget_embeddings, minilm
 from pipeline.balance import trim_forbidden
 from pipeline.lifecycle import exit_when_orphaned
 from pipeline.stage_cost import add_shard_cpu, cpu_price, stage_rows
@@ -42,6 +42,7 @@ TASKS_PER_BASE = 1.75  # accepted tasks per base candidate (measured); only size
 DOMAIN_TASKS_PER_BASE = {"finance": 1.52, "sport": 1.60, "medicine": 1.67, "education": 1.51, "travel": 1.65,
                          "weather": 1.26}
 MAX_TOP_UPS = 6
+LATEST_SHARE = 4  # a top-up is sized by the yield of the latest quarter of its domain's shards
 Progress = Callable[[str], None]
 
 
@@ -289,15 +290,23 @@ def shortfall(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> dict[str,
 
 def top_up_plan(cfg: RegenerateConfig, shards: list[ShardConfig], missing: dict[str, int],
                 records: list[dict[str, Any]]) -> list[ShardConfig]:
-    """More shards for the domains that fell short, sized by each domain's own yield so far."""
+    """More shards for the domains that fell short, sized by the yield of each domain's latest shards.
+
+    Not its average yield: dedup compares a shard with every earlier one of its domain, so the more tasks a domain
+    has, the more of a new shard's tasks are near duplicates. Sized by the average, a 100,000-task run topped up
+    finance 4+ times and still ended 2 tasks short after the last round allowed (``MAX_TOP_UPS``)."""
     extra = []
     have = _kept(records)
+    accepted = Counter(r["domain"] for r in records if r["accepted"] and _synthesised(r))
+    by_shard = Counter(r["shard_id"] for r in records if r["accepted"] and _synthesised(r))
     for domain, n in missing.items():
-        done = [s for s in shards if s.domain == domain and not s.imported]
-        next_index = max(s.shard for s in done) + 1
-        per_shard = max(have[domain] / len(done), 1.0)
+        done = sorted((s for s in shards if s.domain == domain and not s.imported), key=lambda s: s.shard)
+        latest = done[-max(1, len(done) // LATEST_SHARE):]
+        # accepted per latest shard, scaled by the share of the domain's accepted tasks the trim keeps
+        kept_share = have[domain] / accepted[domain] if accepted[domain] else 1.0
+        per_shard = max(sum(by_shard[s.shard_id] for s in latest) / len(latest) * kept_share, 1.0)
         count = max(1, math.ceil(n * 1.1 / per_shard))
-        extra += [cfg.shard(domain, next_index + i) for i in range(count)]
+        extra += [cfg.shard(domain, done[-1].shard + 1 + i) for i in range(count)]
     return extra
 
 
@@ -465,5 +474,7 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     finally:  # a failed shard must not leave the loader running at exit either
         if warm is not None:
             warm.join()
+    del deduper, by_shard  # dedup's groups and vectors: the write needs only the records (and the memory)
+    forget_embeddings()
     return finalize(cfg, shards, started, progress, (records, counts), timings, cpu,
                     expand=functools.partial(full_records, cfg))

@@ -77,6 +77,13 @@ def _encode(texts: Sequence[str], memo: dict[str, np.ndarray], bf16: bool) -> np
     return np.stack([memo[t] for t in texts]) if texts else np.zeros((0, 384), dtype="float32")
 
 
+def forget_embeddings() -> None:
+    """Drop the memoised embeddings of this process (a regeneration's dedup is done with them before the write:
+    at 100,000 tasks they are a few hundred MB)."""
+    _embedded.clear()
+    _screened.clear()
+
+
 def embed_minilm(texts: Sequence[str]) -> np.ndarray:
     """Unit-length 384-d sentence embeddings from the packaged all-MiniLM-L6-v2 in fp32 (the definition's),
     memoised per text (the same request in several groups, or in later calls of one process, is encoded once)."""

@@ -201,10 +201,14 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
     _insert(con, "domains", [{"snapshot_id": sid, **d} for d in bundle.domains])
     _insert(con, "tools", [{"snapshot_id": sid, **t} for t in bundle.tools])
     # in batches: the rows (and whole records) of one batch exist at a time, not the snapshot's; each table's
-    # rows go in in the records' order
+    # rows go in in the records' order. Each batch is committed: the copy is this writer's alone until it replaces
+    # the file, so no reader sees a partial snapshot either way, and DuckDB need not hold every uncommitted row
+    # of a 100,000-task snapshot in memory until one final commit.
     for batch in _chunks(bundle.records):
         batch = bundle.expand(batch) if bundle.expand is not None else batch
         _insert_batch(con, sid, [r for r in batch if r["accepted"]], [r for r in batch if not r["accepted"]])
+        con.execute("COMMIT")
+        con.execute("BEGIN")
     con.execute("COMMIT")
 
 

@@ -64,3 +64,19 @@ def test_a_run_tops_up_a_domain_the_trim_would_bring_below_its_requested_count()
     assert shortfall(cfg, records) == {"finance": 280 - (290 - 48)}
     assert records == before  # counting the trim does not trim
     assert trim_forbidden(records, apply=False) == trim_forbidden(copy.deepcopy(records)) == {"finance": 48}
+
+
+def test_a_top_up_is_sized_by_the_yield_of_the_domains_latest_shards() -> None:
+    # later shards lose more to near duplicates of earlier ones: sized by the average yield (8 a shard here), a
+    # top-up falls short again and again; by the latest quarter's (2 a shard) it plans what is missing
+    from pipeline.regenerate import RegenerateConfig, top_up_plan
+
+    cfg = RegenerateConfig(domains=["weather"], tasks_per_domain=84)
+    shards = [cfg.shard("weather", i) for i in range(8)]
+    records = []
+    for shard in shards:
+        yield_ = 10 if shard.shard < 6 else 2
+        records += [{"domain": "weather", "accepted": i < yield_, "shard_id": shard.shard_id, "realism": None}
+                    for i in range(12)]
+    plan = top_up_plan(cfg, shards, {"weather": 20}, records)
+    assert [s.shard for s in plan] == list(range(8, 8 + 11))  # ceil(20 * 1.1 / 2): a margin of 10%
