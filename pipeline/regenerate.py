@@ -357,11 +357,12 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
              timings: dict[str, float] | None = None,
              cpu_s: dict[str, float] | None = None,
              expand: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
-             ) -> tuple[PublishResult, dict[str, Any]]:
+             screening: dict[str, int] | None = None) -> tuple[PublishResult, dict[str, Any]]:
     """Dedup all shards' candidates (unless given already deduped), build the snapshot, gate it, publish.
     ``started`` is the job's ``time.perf_counter()`` start, for the recorded wall time; ``cpu_s`` the CPU
     seconds per stage so far (pipeline/stage_cost.py), stored in ``stage_costs`` with the gate's and the write's;
-    ``expand`` completes a batch of slim deduped records for the write (``full_records``)."""
+    ``expand`` completes a batch of slim deduped records for the write (``full_records``); ``screening`` is the
+    dedup's bf16 screen figures (``Dedup.screening``), kept in the summary."""
     timings = dict(timings or {})
     cpu = dict(cpu_s or {})
     price = cpu_price()
@@ -378,6 +379,8 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
         progress(f"forbidden-request share above the gate's ceiling: left out {trimmed}")
         summary["forbidden_trimmed"] = trimmed
     summary["shards"] = len(shards)
+    if screening:
+        summary["dedup_screen"] = screening
     domains, tools = domain_rows(cfg)
     bundle = SnapshotBundle(
         snapshot_id=snapshot_id_for(cfg, records), code_version=code_version(), config_hash=cfg.config_hash(),
@@ -474,7 +477,8 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     finally:  # a failed shard must not leave the loader running at exit either
         if warm is not None:
             warm.join()
+    screening = dict(deduper.screening)  # how many of counts["compared"] (screened in bf16) were embedded in fp32
     del deduper, by_shard  # dedup's groups and vectors: the write needs only the records (and the memory)
     forget_embeddings()
     return finalize(cfg, shards, started, progress, (records, counts), timings, cpu,
-                    expand=functools.partial(full_records, cfg))
+                    expand=functools.partial(full_records, cfg), screening=screening)
