@@ -5,7 +5,8 @@
     python bench/dedup_exactness.py [--tasks-per-domain 2000] [--work-dir /tmp/toolscale-bench/work]
 
 Runs (or resumes, from the shard files under the work dir) the shards of a regeneration of that size, then
-prints both results' counts, the tasks on which they differ (0 when exact), the tasks each embedded and the
+prints both results' counts, the records on which they differ (0 when exact; compared by candidate id, since
+two candidates may carry one task id), the tasks each embedded and the
 seconds each took (dedup's seconds include encoding only with ``--time-both``; by default it reuses the
 embeddings the pairwise pass made, which MiniLM on two busy cores makes at 30-75 texts a second). With ``bench/regenerate.py --keep DIR`` the 20,000 size's shards are reused
 (``--work-dir DIR/20000/work``). Not a test: ``tests/pipeline/test_dedup_equivalence.py`` is, on a smaller sample.
@@ -50,7 +51,7 @@ def main() -> None:
     deduper = Dedup(args.threshold)  # as a regeneration runs it: the bf16 screen, then fp32 where it cannot rule out
     counts = deduper.add(records)
     fast_s = time.perf_counter() - started
-    fast = {r["task_id"]: r["reason"] for r in records
+    fast = {r["candidate_id"]: r["reason"] for r in records
             if r["reason"] in ("exact_duplicate", "near_duplicate") and r["reason_detail"].startswith(r["reason"])}
     differ = sorted(set(full.items()) ^ set(fast.items()))
     report = {"bench": "dedup_exactness", "accepted_before": accepted, "threshold": args.threshold,
@@ -59,12 +60,12 @@ def main() -> None:
                            "embedded": accepted, "seconds": round(full_s, 1)},
               "dedup": {**counts, "screened": counts["compared"], "embedded": deduper.screening["embedded_exact"],
                         "screen_fallbacks": deduper.screening["screen_fallbacks"], "seconds": round(fast_s, 1)},
-              "differing_tasks": len(differ), "examples": differ[:5]}
+              "differing_records": len(differ), "examples": differ[:5]}
     print(f"{accepted} accepted tasks: pairwise rejects {report['pairwise']['exact_duplicate']} exact + "
           f"{report['pairwise']['near_duplicate']} near ({accepted} embedded, {full_s:.1f}s); dedup rejects "
           f"{counts['exact_duplicate']} + {counts['near_duplicate']} ({counts['compared']} screened in bf16, "
           f"{deduper.screening['embedded_exact']} embedded in fp32, {fast_s:.1f}s); "
-          f"{len(differ)} tasks differ")
+          f"{len(differ)} records differ")
     print(json.dumps(report))
 
 

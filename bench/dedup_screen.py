@@ -4,8 +4,10 @@
 
 Generates (or resumes) the shards of that regeneration config under ``W``, then dedups the same records twice, each
 pass in a fresh process state (no embeddings memoised): fp32 for every colliding task (the definition), and the
-default two-pass way (bf16 screen, fp32 only where the screen cannot rule a pair out). Prints both wall and CPU
-times, how many tasks each embedded in fp32, and whether every decision and reason is the same (it must be).
+default two-pass way (bf16 screen, fp32 only for the pairs the screen leaves inside its band). Prints both wall and
+CPU times, how many tasks each embedded in fp32, whether every decision and reason kind is the same (it must be),
+how many reasons name the screen's cosine, and whether each of those names a partner that is a duplicate by fp32's
+cosine (it must be).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     records = [r for s in _canonical(shards) for r in load_records(cfg, [s])]
     d.minilm()  # loaded once, outside both timings
     d.screen_minilm(["warm-up"]), d.embed_minilm(["warm-up"])
-    outcomes = {}
+    outcomes, fp32 = {}, {}
     for name, make in (("fp32 only", lambda: d.Dedup(args.threshold, d.embed_minilm)),
                        ("bf16 screen", lambda: d.Dedup(args.threshold))):
         d._embedded.clear(), d._screened.clear()
@@ -47,13 +49,21 @@ def main(argv: list[str] | None = None) -> int:
         counts = deduper.add(recs)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         exact = deduper.screening["embedded_exact"] if deduper.screen else counts["compared"]
-        outcomes[name] = [(r["accepted"], r["reason"], r["reason_detail"]) for r in recs]
+        outcomes[name] = recs
+        fp32 = fp32 or dict(d._embedded)  # every colliding task's fp32 vector, from the first pass
         print(f"{name:<12} {wall:6.2f} s wall {cpu:6.2f} CPU-s  compared {counts['compared']}, embedded in fp32 "
               f"{exact}, near duplicates {counts['near_duplicate']}, fallbacks "
               f"{deduper.screening['screen_fallbacks']}")
-    same = outcomes["fp32 only"] == outcomes["bf16 screen"]
-    print(f"{len(records)} records: decisions and reasons {'identical' if same else 'DIFFERENT'}")
-    return 0 if same else 1
+    want, got = outcomes["fp32 only"], outcomes["bf16 screen"]
+    same = [(r["accepted"], r["reason"]) for r in want] == [(r["accepted"], r["reason"]) for r in got]
+    kept = {r["task_id"]: d._wording(r) for r in got if r["accepted"]}
+    by_screen = [r for r in got if "(bf16 screen)" in r["reason_detail"]]
+    true_partners = sum(float(fp32[d._wording(r)] @ fp32[kept[r["reason_detail"].split(" to ")[1].split()[0]]])
+                        >= args.threshold for r in by_screen)
+    print(f"{len(records)} records: decisions and reasons {'identical' if same else 'DIFFERENT'}; "
+          f"{len(by_screen)} reasons name the screen's cosine, {true_partners} of them a partner within the "
+          f"threshold in fp32")
+    return 0 if same and true_partners == len(by_screen) else 1
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ a task of another lineage are embedded, so the cost follows the number of collis
 set.
 
 The definition's cosines are fp32 MiniLM's. They are found in two passes that give the same decisions: every
-colliding task is first embedded under bf16 autocast (2.5x cheaper on a CPU with AMX), which can only rule pairs
-out: a pair whose bf16 cosine is below ``threshold - SCREEN_MARGIN`` is below ``threshold`` in fp32 too (the two
-differ by at most 0.0036 over a million measured pairs; the margin is 0.02). Only the tasks left in some pair the
-screen cannot rule out (about a quarter at the default size) are embedded again in fp32, and every decision and
-every cosine named in a reason is computed from those. A group whose fp32 and bf16 cosines ever differ by more
-than half the margin is decided wholly in fp32 (``screen_fallbacks`` counts them).
+colliding task is first embedded under bf16 autocast (2.5x cheaper on a CPU with AMX), which settles every pair
+outside a band around the threshold: a pair whose bf16 cosine is below ``threshold - SCREEN_MARGIN`` is below
+``threshold`` in fp32 too, and one at or above ``threshold + SCREEN_MARGIN`` is at or above it (the two differ by
+at most 0.0036 over a million measured pairs; the margin is 0.02). Only the tasks in some pair inside the band
+(137 of 1,375 at the default size) are embedded again in fp32, and every pair between two of them is decided on
+fp32 cosines. A reason names the cosine it was decided on: fp32's, or the screen's, marked "(bf16 screen)", for
+a pair above the band (within 0.004 of fp32's). A group whose fp32 and bf16 cosines ever differ by more than half
+the margin is decided wholly in fp32 (``screen_fallbacks`` counts them).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ def embed_minilm(texts: Sequence[str]) -> np.ndarray:
 
 
 def screen_minilm(texts: Sequence[str]) -> np.ndarray:
-    """The same embeddings under bf16 autocast: for ruling pairs out only (``SCREEN_MARGIN``), never for deciding."""
+    """The same embeddings under bf16 autocast: they settle only pairs more than ``SCREEN_MARGIN`` from the
+    threshold, never a pair inside that band."""
     return _encode(texts, _screened, bf16=True)
 
 
@@ -118,8 +121,8 @@ def dedup(records: list[dict[str, Any]], threshold: float = 0.95, embed: Embedde
 
     Linear in the number of records bar the near-duplicate comparison itself, which is quadratic only within a
     group of tasks with the same gold calls (matrix products, not one search per task). ``embed`` defines the
-    cosines (fp32 MiniLM); ``screen`` (bf16 MiniLM by default, none when ``embed`` is given alone) only rules out
-    pairs, within ``SCREEN_MARGIN``."""
+    cosines (fp32 MiniLM); ``screen`` (bf16 MiniLM by default, none when ``embed`` is given alone) settles only the
+    pairs more than ``SCREEN_MARGIN`` from the threshold."""
     return Dedup(threshold, embed, screen).add(records)
 
 
@@ -175,26 +178,31 @@ class Dedup:
             offset += fresh
         lineages = [_lineage_ids([roots[r["task_id"]] for r in g.members]) for g in collisions]
         if self.screen is None:
-            sims = [_sims(g.vectors) for g in collisions]
+            decided = [(_sims(g.vectors), None) for g in collisions]
         else:
-            sims = self._exact_where_needed(collisions, lineages)
-        for group, lineage, sim in zip(collisions, lineages, sims):
-            rejected, group.kept = _reject_near(group.members, sim, lineage, self.threshold, group.kept)
+            decided = self._exact_where_needed(collisions, lineages)
+        for group, lineage, (sim, exact) in zip(collisions, lineages, decided):
+            rejected, group.kept = _reject_near(group.members, sim, lineage, self.threshold, group.kept, exact)
             self.counts["near_duplicate"] += rejected
         return dict(self.counts)
 
-    def _exact_where_needed(self, groups: list[_Group], lineages: list[np.ndarray]) -> list[np.ndarray]:
-        """Each group's cosines: the screen's, replaced by fp32 ones among the members that have a partner of
-        another lineage within ``SCREEN_MARGIN`` of the threshold (all the fp32 embedding is done in one call)."""
+    def _exact_where_needed(self, groups: list[_Group],
+                            lineages: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray | None]]:
+        """Each group's cosines, and which of them are fp32's (None: all): the screen's, replaced by fp32 ones
+        among the members in a pair of another lineage within ``SCREEN_MARGIN`` of the threshold (all the fp32
+        embedding is done in one call)."""
+        low, high = self.threshold - SCREEN_MARGIN, self.threshold + SCREEN_MARGIN
         screened = [_sims(g.vectors) for g in groups]
-        needed = [np.flatnonzero(((s >= self.threshold - SCREEN_MARGIN) & _open_pairs(g, lin)).any(axis=1))
+        needed = [np.flatnonzero(((s >= low) & (s < high) & _open_pairs(g, lin)).any(axis=1))
                   for g, s, lin in zip(groups, screened, lineages)]
         texts = [_wording(g.members[i]) for g, idx in zip(groups, needed) for i in idx]
         self.screening["embedded_exact"] += len(texts)
-        exact = self.embed(texts) if texts else np.zeros((0, 384), dtype="float32")
-        out, offset = [], 0
+        vectors = self.embed(texts) if texts else np.zeros((0, 384), dtype="float32")
+        out: list[tuple[np.ndarray, np.ndarray | None]] = []
+        offset = 0
         for group, sims, idx, lin in zip(groups, screened, needed, lineages):
-            vecs, offset = exact[offset: offset + len(idx)], offset + len(idx)
+            vecs, offset = vectors[offset: offset + len(idx)], offset + len(idx)
+            exact = np.zeros(sims.shape, dtype=bool)
             if len(idx):
                 part = _sims(list(vecs))
                 other = _open_pairs(group, lin)[np.ix_(idx, idx)]
@@ -202,10 +210,11 @@ class Dedup:
                     # the screen erred by more than it may here: decide this group on fp32 cosines alone
                     self.screening["screen_fallbacks"] += 1
                     self.screening["embedded_exact"] += len(group.members)
-                    out.append(_sims(list(self.embed([_wording(r) for r in group.members]))))
+                    out.append((_sims(list(self.embed([_wording(r) for r in group.members]))), None))
                     continue
                 sims[np.ix_(idx, idx)] = part
-            out.append(sims)
+                exact[np.ix_(idx, idx)] = True
+            out.append((sims, exact))
         return out
 
 
@@ -245,10 +254,11 @@ def _lineage_ids(roots: list[str]) -> np.ndarray:
 
 
 def _reject_near(group: list[dict[str, Any]], sims: np.ndarray, root_ids: np.ndarray, threshold: float,
-                 decided: list[bool] | None = None) -> tuple[int, list[bool]]:
+                 decided: list[bool] | None = None, exact: np.ndarray | None = None) -> tuple[int, list[bool]]:
     """In order, reject each task whose wording is within ``threshold`` of an earlier kept task of another
-    lineage (the most similar such one is named). The first ``len(decided)`` tasks were decided before (True:
-    kept) and stay so. Returns how many were rejected now, and every task's kept flag."""
+    lineage (the most similar such one is named, with the cosine; "(bf16 screen)" where ``exact`` says it is not
+    fp32's). The first ``len(decided)`` tasks were decided before (True: kept) and stay so. Returns how many were
+    rejected now, and every task's kept flag."""
     decided = decided or []
     kept = np.zeros(len(group), dtype=bool)
     kept[:len(decided)] = decided
@@ -257,8 +267,9 @@ def _reject_near(group: list[dict[str, Any]], sims: np.ndarray, root_ids: np.nda
         row = np.where(kept[:i] & (root_ids[:i] != root_ids[i]), sims[i, :i], -np.inf)
         j = int(np.argmax(row)) if i else -1
         if i and row[j] >= threshold:
+            source = "" if exact is None or exact[i, j] else " (bf16 screen)"
             _reject(group[i], "near_duplicate",
-                    f"near_duplicate: cosine {row[j]:.3f} to {group[j]['task_id']} with the same gold calls")
+                    f"near_duplicate: cosine {row[j]:.3f}{source} to {group[j]['task_id']} with the same gold calls")
             rejected += 1
             continue
         kept[i] = True
@@ -308,8 +319,9 @@ def _reject(rec: dict[str, Any], reason: str, detail: str) -> None:
 
 def pairwise_dedup(records: list[dict[str, Any]], threshold: float, embed: Embedder | None = None) -> dict[str, str]:
     """The definition, with nothing skipped, for checking ``dedup``: every accepted task embedded, each compared
-    with every earlier kept task of its domain (lineages as sets). Returns task id -> reason for each task it
-    rejects; ``records`` are left as they are. Quadratic per domain: for samples, not for regeneration."""
+    with every earlier kept task of its domain (lineages as sets). Returns candidate id -> reason for each record it
+    rejects (by candidate: two candidates may carry one task id, and the second is then an exact duplicate);
+    ``records`` are left as they are. Quadratic per domain: for samples, not for regeneration."""
     embed = embed or embed_minilm
     accepted = [r for r in records if r["accepted"]]
     vectors = embed([_wording(r) for r in accepted])
@@ -320,7 +332,7 @@ def pairwise_dedup(records: list[dict[str, Any]], threshold: float, embed: Embed
     for i, rec in enumerate(accepted):
         key = exact_key(rec)
         if key in seen:
-            rejected[rec["task_id"]] = "exact_duplicate"
+            rejected[rec["candidate_id"]] = "exact_duplicate"
             continue
         seen.add(key)
         earlier = kept[rec["domain"]]
@@ -330,7 +342,7 @@ def pairwise_dedup(records: list[dict[str, Any]], threshold: float, embed: Embed
             if any(gold_identity(accepted[j]) == gold_identity(rec)
                    and not family & _lineage(accepted[j]["task_id"], parents)
                    for j, sim in zip(earlier, sims) if sim >= threshold):
-                rejected[rec["task_id"]] = "near_duplicate"
+                rejected[rec["candidate_id"]] = "near_duplicate"
                 continue
         earlier.append(i)
     return rejected

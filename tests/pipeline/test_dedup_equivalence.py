@@ -27,7 +27,7 @@ def test_dedup_rejects_exactly_what_the_full_pairwise_computation_rejects(tmp_pa
     expected = pairwise_dedup(copy.deepcopy(records), THRESHOLD)
     in_rounds = copy.deepcopy(records)
     counts = dedup(records, THRESHOLD)
-    got = {r["task_id"]: r["reason"] for r in records
+    got = {r["candidate_id"]: r["reason"] for r in records
            if r["reason"] in ("exact_duplicate", "near_duplicate") and r["reason_detail"].startswith(r["reason"])}
     assert counts["near_duplicate"] > 0  # the comparison is not vacuous
     assert got == expected

@@ -1,12 +1,14 @@
-"""The bf16 screen in near-duplicate detection only rules pairs out: every decision, and every cosine a reason names,
-is the fp32 embedding's. Cosines are set by hand here (``embed`` and ``screen`` map each text to a unit vector), so
-the screen's error can be placed just where it would change a decision; the real MiniLM pair of embedders is checked
-against the full pairwise definition in tests/pipeline/test_dedup_equivalence.py."""
+"""The bf16 screen in near-duplicate detection settles only pairs more than ``SCREEN_MARGIN`` from the threshold:
+every decision is the fp32 embedding's, and a reason names an fp32 cosine or says it is the screen's. Cosines are set
+by hand here (``embed`` and ``screen`` map each text to a unit vector), so the screen's error can be placed just where
+it would change a decision; the real MiniLM pair of embedders is checked against the full pairwise definition in
+tests/pipeline/test_dedup_equivalence.py."""
 
 from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,6 +70,28 @@ def test_the_screen_rules_out_far_pairs_and_fp32_decides_the_rest() -> None:
     assert deduper.screening["screen_fallbacks"] == 0
 
 
+def test_a_pair_above_the_band_is_decided_by_the_screen_and_its_reason_says_so() -> None:
+    exact_only, _, _ = _run(None)
+    records = copy.deepcopy(RECORDS) + [_rec("t6", "G1", "very close")]
+    table = {**EXACT, "very close": 0.948}
+    outcomes = []
+    for screen in (None, {"just over": 0.897, "far": 0.305, "near miss": 0.904, "far too": 0.195,
+                          "very close": 0.951}):
+        calls: list[int] = []
+        recs = copy.deepcopy(records)
+        deduper = Dedup(THRESHOLD, _embedder(_vectors(table), calls),
+                        None if screen is None else _embedder(_vectors(screen), []))
+        deduper.add(recs)
+        outcomes.append((recs, sum(calls)))
+    (fp32, fp32_calls), (screened, screened_calls) = outcomes
+    assert [r["accepted"] for r in screened] == [r["accepted"] for r in fp32]
+    assert [(r["reason"], r["reason_detail"]) for r in screened[:6]] == [(r[1], r[2]) for r in exact_only]
+    assert fp32[6]["reason_detail"] == "near_duplicate: cosine 0.948 to t0 with the same gold calls"
+    assert screened[6]["reason_detail"] == "near_duplicate: cosine 0.951 (bf16 screen) to t0 with the same gold calls"
+    # "very close" is above the band with base and far from the rest: it was never embedded in fp32
+    assert screened_calls == 3 < fp32_calls == 7
+
+
 def test_a_screen_that_errs_by_more_than_half_the_margin_leaves_the_group_to_fp32() -> None:
     exact, _, _ = _run(None)
     off = SCREEN_MARGIN  # "near miss" at 0.899 + 0.02 in the screen: caught when its fp32 cosine is computed
@@ -78,8 +102,11 @@ def test_a_screen_that_errs_by_more_than_half_the_margin_leaves_the_group_to_fp3
 
 def test_random_groups_in_random_rounds_decide_as_fp32_alone() -> None:
     """300 random cases: up to 24 tasks around 3 wordings, two golds, random parents, fed in 1-3 rounds (a run with
-    top-ups); the screen errs by about 0.002, as bf16 MiniLM does. Screened or not, every flag and reason is equal."""
+    top-ups); the screen errs by about 0.002, as bf16 MiniLM does. Screened or not, every flag and reason kind is
+    equal; a reason is the same or names the screen's cosine, above the band, and a partner that is a duplicate by
+    fp32's cosine."""
     rng = np.random.default_rng(0)
+    by_screen = 0
     for _ in range(300):
         n, dim = int(rng.integers(2, 25)), 6
         centres = rng.normal(size=(3, dim))
@@ -98,5 +125,15 @@ def test_random_groups_in_random_rounds_decide_as_fp32_alone() -> None:
             deduper = Dedup(0.95, _embedder(exact, []), None if screened is None else _embedder(screened, []))
             for first, last in zip(cuts, cuts[1:]):
                 deduper.add(recs[first:last])
-            outcomes.append([(r["accepted"], r["reason_detail"]) for r in recs])
-        assert outcomes[0] == outcomes[1]
+            outcomes.append(recs)
+        fp32, screened = outcomes
+        assert [(r["accepted"], r["reason"]) for r in fp32] == [(r["accepted"], r["reason"]) for r in screened]
+        for want, got in zip(fp32, screened):
+            if got["reason_detail"] == want["reason_detail"]:
+                continue
+            by_screen += 1
+            cosine, partner = re.fullmatch(r"near_duplicate: cosine (\S+) \(bf16 screen\) to (\S+) with the same "
+                                           r"gold calls", got["reason_detail"]).groups()
+            assert float(cosine) >= 0.95 + SCREEN_MARGIN - 0.0005  # printed to 3 places
+            assert float(exact[want["request"]] @ exact[f"w{partner[1:]}"]) >= 0.95
+    assert by_screen > 0  # the screen decided some pairs on its own
