@@ -12,8 +12,8 @@ colliding task is first embedded under bf16 autocast (2.5x cheaper on a CPU with
 outside a band around the threshold: a pair whose bf16 cosine is below ``threshold - SCREEN_MARGIN`` is below
 ``threshold`` in fp32 too, and one at or above ``threshold + SCREEN_MARGIN`` is at or above it (the two differ by
 at most 0.0036 over a million measured pairs; the margin is 0.02). Only the tasks in some pair inside the band
-(137 of 1,375 at the default size) are embedded again in fp32, and every pair between two of them is decided on
-fp32 cosines. A reason names the cosine it was decided on: fp32's, or the screen's, marked "(bf16 screen)", for
+(137 of 1,375 at the default size) are embedded again in fp32, and every pair inside the band is decided on its
+fp32 cosine. A reason names the cosine it was decided on: fp32's, or the screen's, marked "(bf16 screen)", for
 a pair above the band (within 0.004 of fp32's). A group whose fp32 and bf16 cosines ever differ by more than half
 the margin is decided wholly in fp32 (``screen_fallbacks`` counts them).
 """
@@ -189,18 +189,19 @@ class Dedup:
     def _exact_where_needed(self, groups: list[_Group],
                             lineages: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray | None]]:
         """Each group's cosines, and which of them are fp32's (None: all): the screen's, replaced by fp32 ones
-        among the members in a pair of another lineage within ``SCREEN_MARGIN`` of the threshold (all the fp32
-        embedding is done in one call)."""
+        for the pairs within ``SCREEN_MARGIN`` of the threshold (the tasks of such a pair of two lineages are
+        embedded in fp32, all in one call)."""
         low, high = self.threshold - SCREEN_MARGIN, self.threshold + SCREEN_MARGIN
         screened = [_sims(g.vectors) for g in groups]
-        needed = [np.flatnonzero(((s >= low) & (s < high) & _open_pairs(g, lin)).any(axis=1))
-                  for g, s, lin in zip(groups, screened, lineages)]
+        bands = [(s >= low) & (s < high) for s in screened]
+        needed = [np.flatnonzero((band & _open_pairs(g, lin)).any(axis=1))
+                  for g, band, lin in zip(groups, bands, lineages)]
         texts = [_wording(g.members[i]) for g, idx in zip(groups, needed) for i in idx]
         self.screening["embedded_exact"] += len(texts)
         vectors = self.embed(texts) if texts else np.zeros((0, 384), dtype="float32")
         out: list[tuple[np.ndarray, np.ndarray | None]] = []
         offset = 0
-        for group, sims, idx, lin in zip(groups, screened, needed, lineages):
+        for group, sims, band, idx, lin in zip(groups, screened, bands, needed, lineages):
             vecs, offset = vectors[offset: offset + len(idx)], offset + len(idx)
             exact = np.zeros(sims.shape, dtype=bool)
             if len(idx):
@@ -212,8 +213,11 @@ class Dedup:
                     self.screening["embedded_exact"] += len(group.members)
                     out.append((_sims(list(self.embed([_wording(r) for r in group.members]))), None))
                     continue
-                sims[np.ix_(idx, idx)] = part
-                exact[np.ix_(idx, idx)] = True
+                # a pair's cosine is fp32's exactly when the screen put it in the band, whatever else its tasks
+                # are paired with: so a reason does not depend on which round its task came in
+                inside = band[np.ix_(idx, idx)]
+                sims[np.ix_(idx, idx)] = np.where(inside, part, sims[np.ix_(idx, idx)])
+                exact[np.ix_(idx, idx)] = inside
             out.append((sims, exact))
         return out
 

@@ -104,7 +104,7 @@ def test_random_groups_in_random_rounds_decide_as_fp32_alone() -> None:
     """300 random cases: up to 24 tasks around 3 wordings, two golds, random parents, fed in 1-3 rounds (a run with
     top-ups); the screen errs by about 0.002, as bf16 MiniLM does. Screened or not, every flag and reason kind is
     equal; a reason is the same or names the screen's cosine, above the band, and a partner that is a duplicate by
-    fp32's cosine."""
+    fp32's cosine; and screened in rounds or in one, every reason is the same."""
     rng = np.random.default_rng(0)
     by_screen = 0
     for _ in range(300):
@@ -120,13 +120,17 @@ def test_random_groups_in_random_rounds_decide_as_fp32_alone() -> None:
                     "evolved_from": f"t{rng.integers(i)}" if i and rng.random() < 0.3 else None} for i in range(n)]
         cuts = sorted({0, n, *(int(c) for c in rng.integers(1, n, size=rng.integers(0, 3)))})
         outcomes = []
-        for screened in (None, screen):
+        for screened, rounds in ((None, cuts), (screen, cuts), (screen, [0, n])):
             recs = copy.deepcopy(records)
             deduper = Dedup(0.95, _embedder(exact, []), None if screened is None else _embedder(screened, []))
-            for first, last in zip(cuts, cuts[1:]):
+            for first, last in zip(rounds, rounds[1:]):
                 deduper.add(recs[first:last])
             outcomes.append(recs)
-        fp32, screened = outcomes
+        fp32, screened, at_once = outcomes
+        # screened in rounds or at once: the same reasons, to the letter (which cosine a pair is decided on
+        # depends on the pair alone)
+        assert [(r["accepted"], r["reason_detail"]) for r in screened] == \
+            [(r["accepted"], r["reason_detail"]) for r in at_once]
         assert [(r["accepted"], r["reason"]) for r in fp32] == [(r["accepted"], r["reason"]) for r in screened]
         for want, got in zip(fp32, screened):
             if got["reason_detail"] == want["reason_detail"]:
