@@ -11,11 +11,13 @@ The definition's cosines are fp32 MiniLM's. They are found in two passes that gi
 colliding task is first embedded under bf16 autocast (2.5x cheaper on a CPU with AMX), which settles every pair
 outside a band around the threshold: a pair whose bf16 cosine is below ``threshold - SCREEN_MARGIN`` is below
 ``threshold`` in fp32 too, and one at or above ``threshold + SCREEN_MARGIN`` is at or above it (the two differ by
-at most 0.0036 over a million measured pairs; the margin is 0.02). Only the tasks in some pair inside the band
-(137 of 1,375 at the default size) are embedded again in fp32, and every pair inside the band is decided on its
-fp32 cosine. A reason names the cosine it was decided on: fp32's, or the screen's, marked "(bf16 screen)", for
-a pair above the band (within 0.004 of fp32's). A group whose fp32 and bf16 cosines ever differ by more than half
-the margin is decided wholly in fp32 (``screen_fallbacks`` counts them).
+at most 0.0036 over a million measured pairs; the margin is 0.02). Tasks are then decided in order, and a task is
+embedded again in fp32 only when its decision waits on a pair inside the band: a pair whose task or partner was
+already rejected, or which cannot beat a partner above the band, is never needed (at the default size 114 of 1,375
+tasks were embedded in fp32; deciding every band pair took 137). A reason names the cosine it was decided on:
+fp32's, or the screen's, marked "(bf16 screen)", for a pair above the band (within 0.004 of fp32's). A group whose
+fp32 and bf16 cosines ever differ by more than half the margin is decided wholly in fp32 (``screen_fallbacks``
+counts them).
 """
 
 from __future__ import annotations
@@ -178,48 +180,32 @@ class Dedup:
             offset += fresh
         lineages = [_lineage_ids([roots[r["task_id"]] for r in g.members]) for g in collisions]
         if self.screen is None:
-            decided = [(_sims(g.vectors), None) for g in collisions]
+            for group, lineage in zip(collisions, lineages):
+                rejected, group.kept = _reject_near(group.members, _sims(group.vectors), lineage, self.threshold,
+                                                    group.kept)
+                self.counts["near_duplicate"] += rejected
         else:
-            decided = self._exact_where_needed(collisions, lineages)
-        for group, lineage, (sim, exact) in zip(collisions, lineages, decided):
-            rejected, group.kept = _reject_near(group.members, sim, lineage, self.threshold, group.kept, exact)
-            self.counts["near_duplicate"] += rejected
+            self.counts["near_duplicate"] += self._decide_screened(collisions, lineages)
         return dict(self.counts)
 
-    def _exact_where_needed(self, groups: list[_Group],
-                            lineages: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray | None]]:
-        """Each group's cosines, and which of them are fp32's (None: all): the screen's, replaced by fp32 ones
-        for the pairs within ``SCREEN_MARGIN`` of the threshold (the tasks of such a pair of two lineages are
-        embedded in fp32, all in one call)."""
-        low, high = self.threshold - SCREEN_MARGIN, self.threshold + SCREEN_MARGIN
-        screened = [_sims(g.vectors) for g in groups]
-        bands = [(s >= low) & (s < high) for s in screened]
-        needed = [np.flatnonzero((band & _open_pairs(g, lin)).any(axis=1))
-                  for g, band, lin in zip(groups, bands, lineages)]
-        texts = [_wording(g.members[i]) for g, idx in zip(groups, needed) for i in idx]
-        self.screening["embedded_exact"] += len(texts)
-        vectors = self.embed(texts) if texts else np.zeros((0, 384), dtype="float32")
-        out: list[tuple[np.ndarray, np.ndarray | None]] = []
-        offset = 0
-        for group, sims, band, idx, lin in zip(groups, screened, bands, needed, lineages):
-            vecs, offset = vectors[offset: offset + len(idx)], offset + len(idx)
-            exact = np.zeros(sims.shape, dtype=bool)
-            if len(idx):
-                part = _sims(list(vecs))
-                other = _open_pairs(group, lin)[np.ix_(idx, idx)]
-                if other.any() and np.abs(part - sims[np.ix_(idx, idx)])[other].max() > SCREEN_MARGIN / 2:
-                    # the screen erred by more than it may here: decide this group on fp32 cosines alone
-                    self.screening["screen_fallbacks"] += 1
-                    self.screening["embedded_exact"] += len(group.members)
-                    out.append((_sims(list(self.embed([_wording(r) for r in group.members]))), None))
-                    continue
-                # a pair's cosine is fp32's exactly when the screen put it in the band, whatever else its tasks
-                # are paired with: so a reason does not depend on which round its task came in
-                inside = band[np.ix_(idx, idx)]
-                sims[np.ix_(idx, idx)] = np.where(inside, part, sims[np.ix_(idx, idx)])
-                exact[np.ix_(idx, idx)] = inside
-            out.append((sims, exact))
-        return out
+    def _decide_screened(self, groups: list[_Group], lineages: list[np.ndarray]) -> int:
+        """Decide the new members of every group on the screen's cosines, embedding a task in fp32 only when a
+        decision waits on a pair inside the band (``_Screening.advance``). The groups advance together, and each
+        wait is one fp32 call for every group that waits. Returns how many were rejected."""
+        states = [_Screening(g, lin, self.threshold) for g, lin in zip(groups, lineages)]
+        pending = states
+        while pending:
+            waiting = [(st, need) for st in pending if (need := st.advance())]
+            texts = [_wording(st.group.members[i]) for st, need in waiting for i in need]
+            self.screening["embedded_exact"] += len(texts)
+            vectors = self.embed(texts) if texts else np.zeros((0, 384), dtype="float32")
+            offset = 0
+            for st, need in waiting:
+                st.group.exact.update(zip(need, np.asarray(vectors[offset: offset + len(need)], dtype="float32")))
+                offset += len(need)
+            pending = [st for st, _ in waiting]
+        self.screening["screen_fallbacks"] += sum(st.fallback for st in states)
+        return sum(st.finish() for st in states)
 
 
 @dataclass
@@ -230,20 +216,89 @@ class _Group:
     members: list[dict[str, Any]] = field(default_factory=list)
     vectors: list[np.ndarray] = field(default_factory=list)
     kept: list[bool] = field(default_factory=list)
+    exact: dict[int, np.ndarray] = field(default_factory=dict)  # fp32 vectors of the members that needed one
 
     def keep_all(self) -> None:
         """One lineage so far: its variants are never duplicates of each other."""
         self.kept += [True] * (len(self.members) - len(self.kept))
 
 
-def _open_pairs(group: _Group, lineage: np.ndarray) -> np.ndarray:
-    """The pairs whose cosine this round can still use: of two lineages, at least one member undecided, and neither
-    rejected earlier (the members decided in earlier rounds stay as they were)."""
-    n, decided = len(group.members), len(group.kept)
-    usable = np.r_[np.asarray(group.kept, dtype=bool), np.ones(n - decided, dtype=bool)]
-    new = np.arange(n) >= decided
-    return ((lineage[:, None] != lineage[None, :]) & (new[:, None] | new[None, :])
-            & usable[:, None] & usable[None, :])
+class _Screening:
+    """One group's new members decided in order on the screen's cosines, as ``_reject_near`` decides them on fp32's.
+
+    For task i, against each earlier kept task of another lineage: a pair below the band is no duplicate; a pair
+    above it is one, at the screen's cosine; a pair inside the band is decided on fp32's cosine, which is within
+    ``SCREEN_MARGIN / 2`` of the screen's. So a band pair is needed only when it could decide: when no pair is above
+    the band, or when its screened cosine plus that bound could reach the best pair above it (the partner named is
+    the most similar). ``advance`` stops at the first task that needs an fp32 vector it lacks and returns the
+    members to embed; a group whose fp32 and screened cosines ever differ by more than the bound is decided wholly
+    on fp32 (``fallback``). Decisions are applied to the records by ``finish``, once none can change."""
+
+    def __init__(self, group: _Group, lineage: np.ndarray, threshold: float) -> None:
+        self.group, self.lineage, self.threshold = group, lineage, threshold
+        self.sims = _sims(group.vectors)
+        self.start = self.next = len(group.kept)
+        self.kept = np.zeros(len(group.members), dtype=bool)
+        self.kept[:self.start] = group.kept
+        self.named: dict[int, tuple[int, Any, bool]] = {}  # rejected -> (partner, cosine, the cosine is fp32's)
+        self.fallback = False
+
+    def advance(self) -> list[int]:
+        """Decide members until one needs fp32 vectors not yet embedded; those members (none: all decided)."""
+        exact, n = self.group.exact, len(self.group.members)
+        if self.fallback:
+            return [i for i in range(n) if i not in exact]
+        low, high, bound = self.threshold - SCREEN_MARGIN, self.threshold + SCREEN_MARGIN, SCREEN_MARGIN / 2
+        while self.next < n:
+            i = self.next
+            partners = np.flatnonzero(self.kept[:i] & (self.lineage[:i] != self.lineage[i]))
+            screened = self.sims[i, partners]
+            above = screened >= high
+            band = (screened >= low) & ~above
+            best_above = screened[above].max() if above.any() else -np.inf
+            needed = partners[band & (screened + bound >= best_above)]
+            if len(needed):
+                missing = [k for k in (i, *needed.tolist()) if k not in exact]
+                if missing:
+                    return missing
+                if self._screen_erred(i, partners, bound):
+                    self.fallback = True
+                    return self.advance()
+            row = np.full(i, -np.inf, dtype="float32")
+            row[partners] = screened  # a band pair left out is below the best pair above: it cannot be named
+            for j in needed.tolist():
+                row[j] = np.dot(exact[i], exact[j])
+            j = int(np.argmax(row)) if i else -1
+            if i and row[j] >= self.threshold:
+                self.named[i] = (j, row[j], j in set(needed.tolist()))
+            else:
+                self.kept[i] = True
+            self.next += 1
+        return []
+
+    def _screen_erred(self, i: int, partners: np.ndarray, bound: float) -> bool:
+        """Whether task i's fp32 and screened cosines to any partner with an fp32 vector differ by more than
+        ``bound`` (the screen is then not trusted for this group)."""
+        known = [j for j in partners.tolist() if j in self.group.exact]
+        if not known:
+            return False
+        fp32 = np.stack([self.group.exact[j] for j in known]) @ self.group.exact[i]
+        return bool(np.abs(fp32 - self.sims[i, known]).max() > bound)
+
+    def finish(self) -> int:
+        """Apply the decisions to the records; how many were rejected."""
+        group = self.group
+        if self.fallback:
+            fp32 = _sims([group.exact[i] for i in range(len(group.members))])
+            rejected, group.kept = _reject_near(group.members, fp32, self.lineage, self.threshold, group.kept)
+            return rejected
+        for i, (j, cosine, exact) in self.named.items():
+            source = "" if exact else " (bf16 screen)"
+            _reject(group.members[i], "near_duplicate",
+                    f"near_duplicate: cosine {cosine:.3f}{source} to {group.members[j]['task_id']} with the same "
+                    "gold calls")
+        group.kept = self.kept.tolist()
+        return len(self.named)
 
 
 def _sims(vectors: list[np.ndarray]) -> np.ndarray:
@@ -258,10 +313,9 @@ def _lineage_ids(roots: list[str]) -> np.ndarray:
 
 
 def _reject_near(group: list[dict[str, Any]], sims: np.ndarray, root_ids: np.ndarray, threshold: float,
-                 decided: list[bool] | None = None, exact: np.ndarray | None = None) -> tuple[int, list[bool]]:
+                 decided: list[bool] | None = None) -> tuple[int, list[bool]]:
     """In order, reject each task whose wording is within ``threshold`` of an earlier kept task of another
-    lineage (the most similar such one is named, with the cosine; "(bf16 screen)" where ``exact`` says it is not
-    fp32's). The first ``len(decided)`` tasks were decided before (True: kept) and stay so. Returns how many were
+    lineage (the most similar such one is named, with the cosine). The first ``len(decided)`` tasks were decided before (True: kept) and stay so. Returns how many were
     rejected now, and every task's kept flag."""
     decided = decided or []
     kept = np.zeros(len(group), dtype=bool)
@@ -271,9 +325,8 @@ def _reject_near(group: list[dict[str, Any]], sims: np.ndarray, root_ids: np.nda
         row = np.where(kept[:i] & (root_ids[:i] != root_ids[i]), sims[i, :i], -np.inf)
         j = int(np.argmax(row)) if i else -1
         if i and row[j] >= threshold:
-            source = "" if exact is None or exact[i, j] else " (bf16 screen)"
             _reject(group[i], "near_duplicate",
-                    f"near_duplicate: cosine {row[j]:.3f}{source} to {group[j]['task_id']} with the same gold calls")
+                    f"near_duplicate: cosine {row[j]:.3f} to {group[j]['task_id']} with the same gold calls")
             rejected += 1
             continue
         kept[i] = True

@@ -21,7 +21,7 @@ from synthesis.task import Task, style_for
 from synthesis.toolgraph import ToolGraph
 from verifiers.derivability import Derivation, derive, evidence_for
 from verifiers.types import TaskReport
-from verifiers.verify import check_task
+from verifiers.verify import check_task_memo
 
 BASE_WEIGHTS = {"single_write": 2, "lookup_write": 3, "chain": 2, "conditional": 3, "question": 2,
                 "multi_entity": 2}
@@ -86,7 +86,7 @@ def admission(task: Task, graph: ToolGraph, threshold: float) -> tuple[TaskRepor
 
 def admit_task(task: Task, graph: ToolGraph, threshold: float, derivability: str = "reject") -> Admission:
     """``admission`` with the sources of every value; ``derivability="report"`` records them without rejecting."""
-    report = check_task(task.verifiable(), graph.engine)
+    report = check_task_memo(task.verifiable(), graph.engine)
     ok, reason = report.admissible(threshold)
     derivation = derivation_of(task, graph, report)
     if ok and not derivation.derivable and derivability == "reject":

@@ -20,9 +20,11 @@ from domains.spec import DomainSpec
 from synthesis.wording import doubled_connectives, doubled_words, greeting_contradicts, lowercased_names, plural_slips
 from verifiers.checks import normalise
 from verifiers.derivability import Derivation, derive, evidence_for
-from verifiers.realism import end_state_violations, lazy_passes, noop_writes
+from verifiers.memo import remembered, task_key
+from verifiers.realism import end_state_violations, lazy_from, noop_writes
 from verifiers.replay import replay
-from verifiers.types import VerifiableTask
+from verifiers.types import Trajectory, VerifiableTask, Verdict
+from verifiers.verify import verify
 
 WORD = re.compile(r"[a-z0-9']+")
 BARE_SHORT = re.compile(r"^\W*[\w.]{1,2}\W*$")
@@ -91,15 +93,11 @@ def task_figures(engine: DomainEngine, facts: TaskFacts, derivation: Derivation 
     calls = facts.gold_calls
     verifiable = VerifiableTask(facts.domain, facts.seed, calls, facts.communicate_info, facts.user,
                                 facts.identify_tools).with_contract(facts.contract)
-    gold = replay(engine, calls, verifiable.setup_calls)
-    try:
-        lazy = lazy_passes(engine, verifiable, facts.request, gold)
-        violations = end_state_violations(engine, calls, gold)
-        if derivation is None:
-            derivation = derive(calls, [r.output for r in gold.results], facts.communicate_info,
-                                evidence_for(spec, facts.instruction))
-    finally:
-        gold.close()
+    empty, violations, noops, outputs = remembered(engine, "gold_figures", task_key(verifiable),
+                                                   lambda: _gold_figures(engine, verifiable))
+    lazy = lazy_from(empty, verifiable, facts.request)
+    if derivation is None:
+        derivation = derive(calls, list(outputs), facts.communicate_info, evidence_for(spec, facts.instruction))
     said = normalise(facts.instruction)
     ids = _internal_id_pattern(spec)
     customer = facts.role in (None, "customer")
@@ -110,7 +108,7 @@ def task_figures(engine: DomainEngine, facts: TaskFacts, derivation: Derivation 
         "staff_only_calls": sum(c.name in staff_only_tools(spec) for c in calls) if customer else 0,
         "internal_ids": len(ids.findall(facts.request)) if ids else 0,
         "invariant_violations": violations,
-        "noop_writes": noop_writes(engine, calls, verifiable.setup_calls),
+        "noop_writes": noops,
         "empty_passes": int(lazy.empty_ours) + int(lazy.empty_tau2),
         "parrot_passes": int(lazy.parrot_ours) + int(lazy.parrot_tau2),
         "short_communicate": sum(bool(BARE_SHORT.match(i)) for i in facts.communicate_info),
@@ -123,6 +121,18 @@ def task_figures(engine: DomainEngine, facts: TaskFacts, derivation: Derivation 
         **outcome_figures(spec, calls, facts.notes),
         "unwritten_rule_decisions": unwritten_rule_decisions(spec, facts.notes),
     }
+
+
+def _gold_figures(engine: DomainEngine, task: VerifiableTask) -> tuple[Verdict, int, int, tuple[Any, ...]]:
+    """What a task's figures take from its gold alone, from one replay: the empty trajectory's verdict, invariant
+    violations, no-op writes and each call's output (remembered per gold: candidates repeat golds)."""
+    gold = replay(engine, task.gold_calls, task.setup_calls)
+    try:
+        empty = verify(task, Trajectory(), engine, gold)
+        violations = end_state_violations(engine, task.gold_calls, gold)
+    finally:
+        gold.close()
+    return empty, violations, noop_writes(engine, task.gold_calls, task.setup_calls), tuple(r.output for r in gold.results)
 
 
 _QUESTIONS: dict[tuple[str, str], frozenset[str]] = {}

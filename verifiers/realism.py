@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from domains.engine import DomainEngine, ToolCall
 from verifiers.checks import fidelity_check
 from verifiers.replay import Replay, replay
-from verifiers.types import Trajectory, VerifiableTask
+from verifiers.types import Trajectory, VerifiableTask, Verdict
 from verifiers.verify import verify
 
 
@@ -56,6 +56,11 @@ def lazy_passes(engine: DomainEngine, task: VerifiableTask, request: str, gold: 
     finally:
         if own:
             gold.close()
+    return lazy_from(empty, task, request)
+
+
+def lazy_from(empty: Verdict, task: VerifiableTask, request: str) -> LazyPasses:
+    """``lazy_passes`` from the empty trajectory's verdict (which depends on the task, not on its request)."""
     state_kept = empty.execution.passed
     calls_pass = state_kept and empty.completeness.passed and empty.identification.passed
     said = tau2_text(request)

@@ -10,6 +10,7 @@ from domains.engine import DomainEngine
 from domains.registry import get_engine
 from verifiers.assertions import actions_check, assertions_check
 from verifiers.checks import completeness_check, execution_check, fidelity_check, identification_check
+from verifiers.memo import remembered, task_key
 from verifiers.mutation import mutants
 from verifiers.replay import Replay, replay
 from verifiers.types import CHECKS, Check, Mutant, MutationReport, TaskReport, Trajectory, Verdict, VerifiableTask
@@ -117,3 +118,10 @@ def check_task(task: VerifiableTask, engine: DomainEngine | None = None) -> Task
                           outputs=tuple(r.output for r in gold.results))
     finally:
         gold.close()
+
+
+def check_task_memo(task: VerifiableTask, engine: DomainEngine) -> TaskReport:
+    """``check_task``, remembered per engine (``verifiers.memo``): a shard batch's candidates often repeat a gold with
+    its checks (at 100,000 tasks most golds recur), and the report depends on nothing else. Reports are frozen and
+    shared; their ``outputs`` must be read, never changed."""
+    return remembered(engine, "check_task", task_key(task), lambda: check_task(task, engine))

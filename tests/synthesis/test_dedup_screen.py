@@ -92,6 +92,20 @@ def test_a_pair_above_the_band_is_decided_by_the_screen_and_its_reason_says_so()
     assert screened_calls == 3 < fp32_calls == 7
 
 
+def test_a_band_pair_that_could_beat_the_best_pair_above_the_band_is_decided_in_fp32() -> None:
+    """The task "base" has two kept partners: one just inside the band (screen 0.919, fp32 0.925) and one just above
+    it (screen 0.921, fp32 0.918). The most similar is named, so fp32 must look at the band pair: it wins."""
+    records = [_rec("t0", "G1", "band one"), _rec("t1", "G1", "above one"), _rec("t2", "G1", "base")]
+    named = []
+    for screen in (None, {"band one": 0.919, "above one": 0.921}):
+        recs = copy.deepcopy(records)
+        calls: list[int] = []
+        Dedup(THRESHOLD, _embedder(_vectors({"band one": 0.925, "above one": 0.918}), calls),
+              None if screen is None else _embedder(_vectors(screen), [])).add(recs)
+        named.append([r["reason_detail"] for r in recs])
+    assert named[0] == named[1] == ["ok", "ok", "near_duplicate: cosine 0.925 to t0 with the same gold calls"]
+
+
 def test_a_screen_that_errs_by_more_than_half_the_margin_leaves_the_group_to_fp32() -> None:
     exact, _, _ = _run(None)
     off = SCREEN_MARGIN  # "near miss" at 0.899 + 0.02 in the screen: caught when its fp32 cosine is computed
