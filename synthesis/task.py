@@ -6,6 +6,8 @@ import hashlib
 import json
 import random
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +71,7 @@ class Task:
 
     def reason_for_call(self) -> str:
         if self.persona is not None:
-            return _spoken(self.requests, self.style, self.now)
+            return _spoken(self.requests, self.style, self.now, is_formal(self.persona))
         parts = []
         for i, r in enumerate(self.requests):
             pool = OPENERS if i == 0 else (LAST if i == len(self.requests) - 1 and i > 1 else THEN)
@@ -82,7 +84,8 @@ class Task:
         """Each spoken request clause with its record values replaced by '{}' (what the audit counts)."""
         if self.persona is None:
             return tuple(skeleton(r.clause, r.says) for r in self.requests if r.clause)
-        return tuple(skeleton(c.text, c.says) for c in spoken_clauses(self.requests, self.style, self.now))
+        return tuple(skeleton(c.text, c.says)
+                     for c in spoken_clauses(self.requests, self.style, self.now, is_formal(self.persona)))
 
     def said_values(self) -> tuple[str, ...]:
         """The record values the request spells out (names among them keep their case)."""
@@ -148,8 +151,9 @@ class Task:
 
     def tau2(self) -> dict[str, Any]:
         """The task in tau2-bench's Task field names."""
+        task_id = self.task_id  # hashes the whole task: once, not once per action
         return {
-            "id": self.task_id,
+            "id": task_id,
             "description": {"purpose": self.purpose(), "relevant_policies": self.relevant_policies(), "notes": None},
             # "role" is ToolScale's addition (tau2 ignores it): readers take the role from here, not the persona text
             "user_scenario": {"persona": self.persona.describe() if self.persona else None,
@@ -157,7 +161,7 @@ class Task:
                               **({"role": self.persona.role} if self.persona else {})},
             "initial_state": self._initial_state(),
             "evaluation_criteria": {
-                "actions": [{"action_id": f"{self.task_id}-{i}",
+                "actions": [{"action_id": f"{task_id}-{i}",
                              "requestor": "user" if c.side == "user" else "assistant", "name": c.name,
                              "arguments": c.arguments, "info": None, "compare_args": None}
                             for i, c in enumerate(self.gold_calls)],
@@ -242,6 +246,21 @@ CLOSINGS_AFTER_STATEMENT = ("That would be great.", "I'd appreciate it.", "Thank
 MID_CLOSINGS = ("", "", "Hope that's okay.", "No rush on that one.", "That's the main thing.", "If you can.",
                 "That one matters most.", "Fingers crossed.", "If it's not too much trouble.", "That's the big one.")
 
+# what a persona whose manner is formal ("formal; writes complete sentences") does not say: slang greetings, joiners,
+# lead-ins and closings (each pick steps to the next phrase of its kind that is not here)
+CASUAL = frozenset({"Hey,", "Hiya,", "Hey!", "Hi!", "Hi there.", "Right,", "So,", "Okay,", "Oh, and ", "Another thing - ",
+                    "Bit of a favour to ask.", "Got a minute?", "Me again.", "Need a hand with something.",
+                    "Something needs sorting out.", "Just a small thing.", "Cheers.", "Ta.", "Fingers crossed.",
+                    "That's the big one.", "No rush on that one."})
+
+
+FORMAL = re.compile(r"\bformal\b", re.IGNORECASE)  # the word, not "informal"
+
+
+def is_formal(persona: Persona | None) -> bool:
+    """Whether the persona's manner asks for formal words (the register of the request follows the manner)."""
+    return persona is not None and FORMAL.search(persona.manner) is not None
+
 
 @dataclass(frozen=True)
 class SpokenClause:
@@ -253,9 +272,17 @@ class SpokenClause:
     says: tuple[str, ...] = ()
 
 
-def greeting(style: int, now: str | None) -> str:
-    """The opening word(s) of a spoken request, fitted to the clock: never "Evening." at 08:00."""
-    opening = OPENINGS[style % len(OPENINGS)]
+def greeting(style: int, now: str | None, formal: bool = False) -> str:
+    """The opening word(s) of a spoken request, fitted to the clock (never "Evening." at 08:00) and, for a formal
+    speaker, the next opening that is not casual."""
+    for step in range(len(OPENINGS)):
+        opening = _timed(OPENINGS[(style + step) % len(OPENINGS)], now)
+        if not formal or opening not in CASUAL:
+            return opening
+    return ""
+
+
+def _timed(opening: str, now: str | None) -> str:
     if "{part}" not in opening.lower():
         return opening
     timed, plain = opening.split("|")
@@ -263,8 +290,11 @@ def greeting(style: int, now: str | None) -> str:
     return plain if part is None else timed.replace("{part}", part).replace("{Part}", part.capitalize())
 
 
-def _pick(options: tuple[str, ...], *key: object) -> str:
-    """A stable choice (the same task always reads the same), spread by the clause itself."""
+def _pick(options: tuple[str, ...], *key: object, formal: bool = False) -> str:
+    """A stable choice (the same task always reads the same), spread by the clause itself; a formal speaker's
+    from the options that are not casual."""
+    if formal:
+        options = tuple(o for o in options if o not in CASUAL)
     digest = hashlib.sha256(json.dumps(key, default=str).encode()).digest()
     return options[int.from_bytes(digest[:4], "big") % len(options)]
 
@@ -274,12 +304,12 @@ def _sentence(clause: str) -> str:
     return clause if clause[-1:] in ".?!" else clause + "."
 
 
-def _framed(clause: str, voice: str, index: int, last: bool) -> tuple[str, str]:
+def _framed(clause: str, voice: str, index: int, last: bool, formal: bool = False) -> tuple[str, str]:
     """A lead-in (first goal only) and a closing (thanks only after the last clause) for one clause; ``voice`` keys
     the choice to the whole task."""
-    lead = _pick(LEAD_INS, "lead", voice, clause) if index == 0 else ""
+    lead = _pick(LEAD_INS, "lead", voice, clause, formal=formal) if index == 0 else ""
     closings = (CLOSINGS + (CLOSINGS_AFTER_STATEMENT if clause.endswith(".") else ())) if last else MID_CLOSINGS
-    return lead, _pick(closings, "close", voice, index, clause)
+    return lead, _pick(closings, "close", voice, index, clause, formal=formal)
 
 
 def _voice(requests: list[Request], style: int) -> str:
@@ -289,9 +319,31 @@ def _voice(requests: list[Request], style: int) -> str:
                       sort_keys=True, default=str)
 
 
-def spoken_clauses(requests: list[Request], style: int, now: str | None = None) -> list[SpokenClause]:
+_SPOKEN: OrderedDict[tuple[Any, ...], tuple[tuple[Request, ...], tuple[SpokenClause, ...]]] = OrderedDict()
+_SPOKEN_LOCK = threading.Lock()
+SPOKEN_MEMO = 256  # a candidate's wording is read ~10 times while it is verified and described, then not again
+
+
+def spoken_clauses(requests: list[Request], style: int, now: str | None = None,
+                   formal: bool = False) -> list[SpokenClause]:
     """What a person says, clause by clause: an opening fitted to the clock, their first goal, then the rest joined
-    as people join them (a clause that opens with its own connective gets no other)."""
+    as people join them (a clause that opens with its own connective gets no other); ``formal``: in a formal
+    speaker's words (``CASUAL`` left out). Remembered for the last few request lists by identity (requests are
+    frozen; the memo holds them, so an id is not reused meanwhile)."""
+    key = (tuple(map(id, requests)), style, now, formal)
+    with _SPOKEN_LOCK:
+        hit = _SPOKEN.get(key)
+    if hit is not None:
+        return list(hit[1])
+    clauses = tuple(_spoken_clauses(requests, style, now, formal))
+    with _SPOKEN_LOCK:
+        _SPOKEN[key] = (tuple(requests), clauses)
+        if len(_SPOKEN) > SPOKEN_MEMO:
+            _SPOKEN.popitem(last=False)
+    return list(clauses)
+
+
+def _spoken_clauses(requests: list[Request], style: int, now: str | None, formal: bool) -> list[SpokenClause]:
     said = [r for r in requests if r.kind != "identify" and r.clause]
     voice = _voice(requests, style)
     out: list[SpokenClause] = []
@@ -300,10 +352,10 @@ def spoken_clauses(requests: list[Request], style: int, now: str | None = None) 
         clause = agree(_sentence(r.clause))
         own = opening_connective(clause)
         if i == 0:
-            joiner = greeting(style, now)
+            joiner = greeting(style, now, formal)
             if own:
                 clause = clause[len(own):]
-            lead, closing = _framed(clause, voice, i, i == len(said) - 1)
+            lead, closing = _framed(clause, voice, i, i == len(said) - 1, formal)
             text = (lead + " " if lead else "") + (_capitalise_sentences(clause) if lead else clause)
             if joiner.endswith(","):
                 text = lower_first(text, names)
@@ -312,25 +364,27 @@ def spoken_clauses(requests: list[Request], style: int, now: str | None = None) 
             joiner = joiner + " " if joiner else ""
         elif own:
             joiner, lead_text = "", _capitalise_sentences(clause)
-            _, closing = _framed(clause, voice, i, i == len(said) - 1)
+            _, closing = _framed(clause, voice, i, i == len(said) - 1, formal)
             text = lead_text
         else:
-            joiner = _joiner(style + i - 1, clause)
-            _, closing = _framed(clause, voice, i, i == len(said) - 1)
+            joiner = _joiner(style + i - 1, clause, formal)
+            _, closing = _framed(clause, voice, i, i == len(said) - 1, formal)
             text = lower_first(clause, names)
         out.append(SpokenClause(joiner, text + (" " + closing if closing else ""), names))
     return out
 
 
-def _joiner(k: int, clause: str) -> str:
-    """The k-th joiner, or the next one when the clause itself soon says its word ("Also, could you also ...")."""
+def _joiner(k: int, clause: str, formal: bool = False) -> str:
+    """The k-th joiner, or the next one when the clause itself soon says its word ("Also, could you also ...") or
+    when it is casual and the speaker formal."""
+    pool = tuple(j for j in JOINERS if j not in CASUAL) if formal else JOINERS  # k+1 after k: another joiner
     opening_words = clause.lower().replace(",", " ").split()[:5]
-    for step in range(len(JOINERS)):
-        joiner = JOINERS[(k + step) % len(JOINERS)]
+    for step in range(len(pool)):
+        joiner = pool[(k + step) % len(pool)]
         if joiner.split()[0].lower().strip(",:") not in opening_words:
             return joiner
-    return JOINERS[k % len(JOINERS)]
+    return pool[k % len(pool)]
 
 
-def _spoken(requests: list[Request], style: int, now: str | None = None) -> str:
-    return " ".join(c.joiner + c.text for c in spoken_clauses(requests, style, now))
+def _spoken(requests: list[Request], style: int, now: str | None = None, formal: bool = False) -> str:
+    return " ".join(c.joiner + c.text for c in spoken_clauses(requests, style, now, formal))

@@ -5,6 +5,7 @@ doubled, numbers agree, every forbidden request kind has at least 5 phrasings, a
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from synthesis.generate import ShardConfig, generate_shard
 from synthesis.persona import Persona
 from synthesis.realism_audit import TaskFacts, aggregate, task_figures
 from synthesis.requests import Request
-from synthesis.task import OPENINGS, Task, spoken_clauses
+from synthesis.task import CASUAL, OPENINGS, Task, is_formal, spoken_clauses
 from synthesis.wording import (agree, agree_numbers, doubled_connectives, doubled_words, greeting_contradicts, lower_first,
                                lowercased_names, part_of_day, plural_slips, skeleton)
 from warehouse.audit_models import read_audit, write_audit
@@ -30,8 +31,8 @@ IDENTIFY = Request("identify", "", (ToolCall("find_passenger_by_email", {"email"
                    known=("your e-mail address is ann@example.com",), notes=("identify",))
 
 
-def _task(*clauses: Request, style: int = 0, now: str | None = "2025-03-10T08:00:00") -> Task:
-    return Task("railway", 0, [IDENTIFY, *clauses], style, persona=Persona("Ann Lee", "customer", "brief"),
+def _task(*clauses: Request, style: int = 0, now: str | None = "2025-03-10T08:00:00", manner: str = "brief") -> Task:
+    return Task("railway", 0, [IDENTIFY, *clauses], style, persona=Persona("Ann Lee", "customer", manner),
                 user=("passengers", "PA0001"), identify_tools=("find_passenger_by_email",), now=now)
 
 
@@ -55,6 +56,28 @@ def test_a_night_clock_or_no_clock_gives_no_time_of_day_greeting() -> None:
     assert part_of_day("2025-03-10T12:00:00") == "afternoon" and part_of_day("2025-03-10T19:00:00") == "evening"
     assert greeting_contradicts("Evening. Cancel it.", "2025-03-10T08:00:00")
     assert not greeting_contradicts("Hello, cancel it.", "2025-03-10T08:00:00")
+
+
+def test_a_formal_speaker_never_says_a_casual_word_and_others_still_do() -> None:
+    """The request's register follows the persona's manner: "formal; writes complete sentences" gets no "Hiya," or
+    "Ta.", at any style, clock or number of goals."""
+    goals = [_goal("could you refund booking TK00012?", ("TK00012",)), _goal("please move seat D07 to the window"),
+             _goal("I also need the receipt for TK00099.", ("TK00099",))]
+    formal, plain = set(), set()
+    for style in range(len(OPENINGS) * 4):
+        for now in ("2025-03-10T08:00:00", None):
+            for n in (1, 2, 3):
+                for manner, seen in (("formal; writes complete sentences and expects the same", formal),
+                                     ("relaxed and chatty", plain)):
+                    text = _task(*goals[:n], style=style, now=now, manner=manner).reason_for_call()
+                    seen.update(c for c in CASUAL if c.strip() in text)
+                    joiners = re.findall(r"(?:^|[.?!] )(Also,|One more thing:|Separately,|While I have you,|"
+                                         r"Besides that,|Oh, and|Another thing -)", text)
+                    assert len(joiners) == len(set(joiners)), text  # a formal speaker's joiners differ too
+    assert formal == set()
+    assert not is_formal(Persona("Ann Lee", "customer", "informal and chatty"))
+    assert is_formal(Persona("Ann Lee", "customer", "Formal; writes complete sentences"))
+    assert len(plain) >= len(CASUAL) // 2  # the casual phrases are still there for everyone else
 
 
 def test_a_clause_that_starts_with_a_name_keeps_its_case_after_any_greeting_or_joiner() -> None:
