@@ -60,7 +60,7 @@ from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTa
 
 from synthesis.generate import ShardConfig
 from pipeline.lifecycle import exit_when_orphaned
-from pipeline.regenerate import RegenerateConfig, regenerate, run_batch, shard_batches
+from pipeline.regenerate import TASKS_PER_DATABASE, RegenerateConfig, regenerate, run_batch, shard_batches
 from warehouse.location import default_warehouse
 from toolscale.version import code_version
 from warehouse.writer import PublishResult
@@ -186,18 +186,21 @@ def regenerate_flow(
     warehouse: str | None = None,
     work_dir: str = "work",
     task_runner: str = "threads",
+    tasks_per_database: int = TASKS_PER_DATABASE,
 ) -> dict[str, Any]:
     """Regenerate a ToolScale snapshot into the DuckDB ``warehouse`` and publish it if its quality suite passes.
 
     ``domains``: default all ten; ``tasks_per_domain``: default ToolScale's Table 5 counts; ``warehouse``:
     default ``$TOOLSCALE_WAREHOUSE`` or ``warehouse/toolscale.duckdb``; ``task_runner``: ``threads``,
-    ``processes``, ``dask`` or ``dask:<scheduler address>``.
+    ``processes``, ``dask`` or ``dask:<scheduler address>``; ``tasks_per_database``: a domain asked for more tasks
+    gets another database (seed + k * 1,000,000) per this many.
     """
     logger = get_run_logger()
     started = time.perf_counter()
     cfg = RegenerateConfig(tasks_per_domain=tasks_per_domain, seed=seed, evolution_rounds=evolution_rounds,
                            kill_threshold=kill_threshold, near_dup_threshold=near_dup_threshold,
-                           warehouse=warehouse or default_warehouse(), work_dir=work_dir)
+                           warehouse=warehouse or default_warehouse(), work_dir=work_dir,
+                           tasks_per_database=tasks_per_database)
     if domains:
         cfg.domains = list(domains)
     cfg.requested()  # unknown domains fail here, before any runner starts

@@ -42,6 +42,12 @@ TASKS_PER_BASE = 1.75  # accepted tasks per base candidate (measured); only size
 DOMAIN_TASKS_PER_BASE = {"finance": 1.52, "sport": 1.60, "medicine": 1.67, "education": 1.51, "travel": 1.65,
                          "weather": 1.26}
 MAX_TOP_UPS = 6
+# One database per this many requested tasks of a domain: a domain's fixed-size database holds only so many distinct
+# pieces of work (at 10,000 restaurant tasks on one database, 2,004 distinct golds, one of them asked 94 times), and
+# tasks with the same gold are what dedup must embed and compare. The default run (at most 622 per domain) keeps one.
+TASKS_PER_DATABASE = 1_000
+DATABASE_SEED_STRIDE = 1_000_000  # database k of a run with seed s is seeded s + k * stride (k = 0: s itself) ...
+SEEDS = 2**31  # ... modulo this: the warehouse keeps seeds as 32-bit integers (the CLI takes 0 to 2**31 - 1)
 LATEST_SHARE = 4  # a top-up is sized by the yield of the latest quarter of its domain's shards
 Progress = Callable[[str], None]
 
@@ -59,6 +65,7 @@ class RegenerateConfig:
     work_dir: str = "work"
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # processes for shards (local runs)
     imported_limit: int | None = None  # only the first N imported tasks of each importing domain (None: all)
+    tasks_per_database: int = TASKS_PER_DATABASE  # a domain asked for more tasks gets another database per this many
 
     def requested(self) -> dict[str, int]:
         known = available_domains()
@@ -75,6 +82,8 @@ class RegenerateConfig:
             ident.pop(key)
         if self.imported_limit is None:  # the default leaves every earlier configuration's hash as it was
             ident.pop("imported_limit")
+        if all(self.databases(d) == 1 for d in self.domains):  # one database per domain: as before it was a choice
+            ident.pop("tasks_per_database")
         ident["domains"] = sorted(self.domains)
         ident["code_version"] = code_version()
         # a user's own domain is not covered by the code version: its spec's hash decides its data instead
@@ -93,8 +102,25 @@ class RegenerateConfig:
     def shard_dir(self) -> Path:
         return Path(self.work_dir) / self.config_hash() / "shards"
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.tasks_per_database, int) or self.tasks_per_database < 1:
+            raise ValueError(f"tasks_per_database must be a positive whole number, not {self.tasks_per_database!r}")
+
+    def databases(self, domain: str) -> int:
+        """How many databases the domain's tasks are spread over: 1 unless asked for more than tasks_per_database,
+        and 1 for a domain whose records come from outside (tau2's retail, airline, telecom: the seed changes
+        nothing there, so a second database would hold the same records)."""
+        if get_spec(domain).sources:
+            return 1
+        return max(1, math.ceil(self.requested()[domain] / self.tasks_per_database))
+
+    def database_seed(self, index: int) -> int:
+        return (self.seed + index * DATABASE_SEED_STRIDE) % SEEDS
+
     def shard(self, domain: str, index: int) -> ShardConfig:
-        return ShardConfig(domain, self.seed, index, self.base_per_shard, self.evolution_rounds,
+        """Shard ``index`` of a domain, on database ``index`` mod the domain's count (top-ups keep the spread)."""
+        seed = self.database_seed(index % self.databases(domain))
+        return ShardConfig(domain, seed, index, self.base_per_shard, self.evolution_rounds,
                            kill_threshold=self.kill_threshold)
 
 
@@ -344,6 +370,18 @@ def domain_rows(cfg: RegenerateConfig) -> tuple[list[dict[str, Any]], list[dict[
     return domains, tools
 
 
+def database_rows(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every database the snapshot's tasks run on: its domain, index, seed, fingerprint and published tasks."""
+    published = Counter((r["domain"], r["seed"]) for r in records if r["accepted"])
+    rows = []
+    for name in cfg.domains:
+        for index in range(cfg.databases(name)):
+            seed = cfg.database_seed(index)
+            rows.append({"domain": name, "db_index": index, "db_seed": seed,
+                         "fingerprint": get_engine(name, seed).fingerprint, "tasks": published[(name, seed)]})
+    return rows
+
+
 def snapshot_id_for(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> str:
     digest = hashlib.sha256(cfg.config_hash().encode())
     for r in records:
@@ -385,7 +423,8 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
     bundle = SnapshotBundle(
         snapshot_id=snapshot_id_for(cfg, records), code_version=code_version(), config_hash=cfg.config_hash(),
         config={**cfg.identity(), "tasks_per_domain": cfg.requested()}, requested=cfg.requested(),
-        records=records, domains=domains, tools=tools, summary=summary, expand=expand)
+        records=records, domains=domains, tools=tools, summary=summary, expand=expand,
+        databases=database_rows(cfg, records))
     progress(f"publishing {bundle.snapshot_id}: {summary['tasks']} tasks from {summary['candidates']} candidates")
     tick = time.perf_counter()
     # stored in the snapshot row: the time up to the warehouse write (the write cannot time itself)

@@ -1,6 +1,7 @@
 """Drop exact and near duplicates, keeping the first of each in a fixed order and saying why for the rest.
 
-Exact: the same gold calls and the same instruction. Near: the same gold calls and an instruction whose
+Exact: the same gold calls on the same database (``database``: a large domain has several) and the same
+instruction. Near: the same gold calls on the same database and an instruction whose
 MiniLM embedding is within ``threshold`` cosine similarity of a kept one (the same work, asked in nearly
 the same words); a task and its own ancestors are never duplicates of each other (evolution, e.g. adding a
 distractor, may keep the gold calls and change only the instruction). Only tasks that share their gold calls with
@@ -110,8 +111,15 @@ def gold_identity(record: dict[str, Any]) -> str:
     return record["canonical_gold"] + "\x00" + json.dumps(start, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def database(record: dict[str, Any]) -> str:
+    """The database a task runs on: its domain, and its seed where it has one. The same gold calls on two databases
+    are two pieces of work (other records, other results), never duplicates."""
+    seed = record.get("seed")
+    return record["domain"] if seed is None else f"{record['domain']}\x00{seed}"
+
+
 def exact_key(record: dict[str, Any]) -> str:
-    return hashlib.sha256((record["domain"] + "\x00" + gold_identity(record) + "\x00" +
+    return hashlib.sha256((database(record) + "\x00" + gold_identity(record) + "\x00" +
                            record["instruction"]).encode()).hexdigest()
 
 
@@ -156,7 +164,7 @@ class Dedup:
                 self.counts["exact_duplicate"] += 1
                 continue
             self._seen[key] = rec["task_id"]
-            gkey = (rec["domain"], gold_identity(rec))
+            gkey = (database(rec), gold_identity(rec))
             group = self._groups.setdefault(gkey, _Group())
             group.members.append(rec)
             touched[gkey] = group
@@ -376,7 +384,7 @@ def _reject(rec: dict[str, Any], reason: str, detail: str) -> None:
 
 def pairwise_dedup(records: list[dict[str, Any]], threshold: float, embed: Embedder | None = None) -> dict[str, str]:
     """The definition, with nothing skipped, for checking ``dedup``: every accepted task embedded, each compared
-    with every earlier kept task of its domain (lineages as sets). Returns candidate id -> reason for each record it
+    with every earlier kept task of its database (lineages as sets). Returns candidate id -> reason for each record it
     rejects (by candidate: two candidates may carry one task id, and the second is then an exact duplicate);
     ``records`` are left as they are. Quadratic per domain: for samples, not for regeneration."""
     embed = embed or embed_minilm
@@ -385,14 +393,14 @@ def pairwise_dedup(records: list[dict[str, Any]], threshold: float, embed: Embed
     parents = {r["task_id"]: r["evolved_from"] for r in records}
     rejected: dict[str, str] = {}
     seen: set[str] = set()
-    kept: dict[str, list[int]] = defaultdict(list)  # domain -> positions in ``accepted`` of kept tasks
+    kept: dict[str, list[int]] = defaultdict(list)  # database -> positions in ``accepted`` of kept tasks
     for i, rec in enumerate(accepted):
         key = exact_key(rec)
         if key in seen:
             rejected[rec["candidate_id"]] = "exact_duplicate"
             continue
         seen.add(key)
-        earlier = kept[rec["domain"]]
+        earlier = kept[database(rec)]
         family = _lineage(rec["task_id"], parents)
         if earlier:
             sims = vectors[earlier] @ vectors[i]

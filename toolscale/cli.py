@@ -205,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evolution-rounds", type=int_at_least(0, 10), default=2)
     p.add_argument("--kill-threshold", type=fraction, default=0.9, help="0 to 1")
     p.add_argument("--near-dup-threshold", type=fraction, default=0.9, help="0 to 1")
+    p.add_argument("--tasks-per-database", type=int_at_least(1), default=None,
+                   help="a domain asked for more tasks than this gets another database per this many (default 1000)")
     p.add_argument("--work-dir", default="work", help="shard files and the Prefect log; a rerun resumes from them")
     p.add_argument("--task-runner", default="processes",
                    help="processes (default) | threads | dask | dask:<scheduler address>")

@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
                                evolution_rounds=args.evolution_rounds, kill_threshold=args.kill_threshold,
                                near_dup_threshold=args.near_dup_threshold, warehouse=args.warehouse,
                                work_dir=args.work_dir)
+        if args.tasks_per_database is not None:
+            cfg.tasks_per_database = args.tasks_per_database
         if args.domains:
             cfg.domains = list(args.domains)
         published = published_snapshot(cfg)  # decided by the config hash alone: no server, no shard work
@@ -88,6 +90,8 @@ def _run_flow(args: argparse.Namespace, log: Path) -> int:
                               "kill_threshold": args.kill_threshold,
                               "near_dup_threshold": args.near_dup_threshold, "warehouse": args.warehouse,
                               "work_dir": args.work_dir, "task_runner": args.task_runner}
+    if args.tasks_per_database is not None:
+        params["tasks_per_database"] = args.tasks_per_database
     if args.domains:
         params["domains"] = args.domains
     try:

@@ -7,7 +7,9 @@ and test splits), ``parquet/<split>/<domain>.parquet`` and ``README.md`` (the da
 
 ``export_tau2`` writes ``out_dir/<domain>/tasks.json`` (tau2 ``Task`` objects, each validated against
 ``schemas/tau2_task.schema.json``), ``db.json`` (the seeded database, ``{table: [rows]}``) and ``policy.md``,
-plus the package that runs the domain inside tau2 (``warehouse/tau2_package``, see docs/tau2.md).
+plus the package that runs the domain inside tau2 (``warehouse/tau2_package``, see docs/tau2.md). A domain whose
+tasks run on several databases (a large run: ``databases`` table) gets a folder per database, ``<domain>``,
+``<domain>_db1``, ..., each a tau2 domain of its own.
 
 Both write atomically (``warehouse/export_folder.py``): everything is read and validated first, then written
 into a temporary sibling folder that replaces ``out_dir`` as one unit. ``out_dir`` must be absent or empty,
@@ -64,33 +66,40 @@ def export_tau2(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
         sid = published_meta(con, snapshot)["snapshot_id"]
         domains = con.execute("SELECT domain, db_seed, spec_hash, fingerprint FROM domains WHERE snapshot_id = ? "
                               "ORDER BY domain", [sid]).fetchall()
+        listed = con.execute("SELECT domain, db_index, db_seed, fingerprint FROM databases WHERE snapshot_id = ? "
+                             "ORDER BY domain, db_index", [sid]).fetchall()
         tasks = con.execute("SELECT task_id, domain, seed, tau2_json FROM tasks WHERE snapshot_id = ? "
                             "ORDER BY domain, task_id", [sid]).fetchall()
-    seeds = {d: seed for d, seed, _, _ in domains}
-    per_domain: dict[str, list[dict[str, Any]]] = {d: [] for d in seeds}
+    spec_hashes = {d: spec_hash for d, _, spec_hash, _ in domains}
+    # a snapshot from before the databases table: each domain's one database, as its domains row says
+    databases = listed or [(d, 0, seed, fp) for d, seed, _, fp in domains]
+    folders = {(d, seed): d if index == 0 else f"{d}_db{index}" for d, index, seed, _ in databases}
+    per_folder: dict[str, list[dict[str, Any]]] = {name: [] for name in folders.values()}
     for task_id, domain, seed, tau2_json in tasks:
-        if seeds.get(domain) != seed:
+        if (domain, seed) not in folders:
+            known = sorted(s for d, s in folders if d == domain)
             raise WarehouseError(f"task {task_id} of snapshot {sid} uses {domain} seed {seed}, but the snapshot's "
-                                 f"database for {domain} has seed {seeds.get(domain)}")
+                                 f"databases for {domain} have seeds {known}")
         task = json.loads(tau2_json)
         problems = tau2_problems(task)
         if problems:
             raise TaskSchemaError(f"task {task_id} of snapshot {sid} is not a valid tau2 Task "
                                   f"({TAU2_SCHEMA_PATH.name}):\n  " + "\n  ".join(problems[:10]))
-        per_domain[domain].append(task)
-    databases = {d: _seeded_db(sid, d, seed, spec_hash, fp) for d, seed, spec_hash, fp in domains}
+        per_folder[folders[(domain, seed)]].append(task)
     written: dict[str, dict[str, Any]] = {}
     with staged_export(target, {"format": "tau2", "snapshot_id": sid}) as stage:
-        for domain, domain_tasks in per_domain.items():
-            folder = stage / domain
+        # one folder per database, each a tau2 domain of its own: <domain>, then <domain>_db1, ... (built and
+        # written one at a time: a 100,000-task snapshot has over a hundred)
+        for domain, _, seed, fingerprint in databases:
+            name = folders[(domain, seed)]
+            rows, folder = _seeded_db(sid, domain, seed, spec_hashes[domain], fingerprint), stage / name
             folder.mkdir()
-            _write_json(folder / "tasks.json", domain_tasks)
-            _write_json(folder / "db.json", databases[domain])
+            _write_json(folder / "tasks.json", per_folder[name])
+            _write_json(folder / "db.json", rows)
             (folder / "policy.md").write_text(policy_markdown(get_spec(domain)), encoding="utf-8")
-            package = write_tau2_package(folder, get_spec(domain), domain_tasks, databases[domain])
-            written[domain] = {"dir": str(out / domain), "tasks": len(domain_tasks),
-                               "db_rows": sum(len(r) for r in databases[domain].values()),
-                               **package.summary(stage, out)}
+            package = write_tau2_package(folder, get_spec(domain), per_folder[name], rows, name)
+            written[name] = {"dir": str(out / name), "domain": domain, "db_seed": seed, "tasks": len(per_folder[name]),
+                             "db_rows": sum(len(r) for r in rows.values()), **package.summary(stage, out)}
     return {"snapshot_id": sid, "rows": len(tasks), "domains": written}
 
 

@@ -49,6 +49,20 @@ class Domain(SQLModel, table=True):
     policy: str
 
 
+class DomainDatabase(SQLModel, table=True):
+    """Every database a snapshot's tasks run on (``tasks.seed`` names it): a domain asked for more tasks than one
+    database holds has several, each seeded ``db_seed``; ``domains.db_seed`` is its first (index 0). Snapshots
+    published before this table have no rows here: their tasks all run on ``domains.db_seed``."""
+
+    __tablename__ = "databases"
+    snapshot_id: str = Field(primary_key=True)
+    domain: str = Field(primary_key=True)
+    db_index: int = Field(primary_key=True)
+    db_seed: int
+    fingerprint: str
+    tasks: int
+
+
 class Tool(SQLModel, table=True):
     __tablename__ = "tools"
     snapshot_id: str = Field(primary_key=True)

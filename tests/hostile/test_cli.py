@@ -79,6 +79,7 @@ REGEN_BAD_OPTIONS = [
     (["--near-dup-threshold", "-1"], "--near-dup-threshold"),
     (["--near-dup-threshold", "0x1p-3x"], "not a number"),
     (["--evolution-rounds", "-1"], "--evolution-rounds"),
+    (["--tasks-per-database", "0"], "--tasks-per-database"),
     (["--seed", "-1"], "--seed"),
     (["--seed", "99999999999999999999"], "--seed"),
     (["--domains", "atlantis"], "unknown domain 'atlantis'"),

@@ -56,29 +56,32 @@ def package_name(domain: str) -> str:
 
 
 def write_tau2_package(folder: Path, spec: DomainSpec, tasks: list[dict[str, Any]],
-                       rows: dict[str, list[dict[str, Any]]]) -> PackageFiles:
-    """Write tools.json, split_tasks.json and the runnable package into ``folder``, next to its ``policy.md``."""
+                       rows: dict[str, list[dict[str, Any]]], name: str | None = None) -> PackageFiles:
+    """Write tools.json, split_tasks.json and the runnable package into ``folder``, next to its ``policy.md``.
+    ``name``: what the package and the tau2 domain are named after (default the spec's name; a domain's second
+    database, ``<domain>_db1``, is a domain of its own to tau2)."""
+    name = name or spec.name
     splits = task_splits(tasks)
     tools_json, split_json = folder / "tools.json", folder / "split_tasks.json"
     _write_json(tools_json, openai_tools(spec))
     _write_json(split_json, splits)
-    pkg = folder / package_name(spec.name)
+    pkg = folder / package_name(name)
     data = pkg / "data"
     data.mkdir(parents=True, exist_ok=True)
-    _write_json(data / "domain.json", domain_data(spec))
+    _write_json(data / "domain.json", {**domain_data(spec), "tau2_domain": tau2_domain_name(name)})
     _write_json(data / "db.json", keyed_db(spec, rows))
     _write_json(data / "tasks.json", tasks)
     _write_json(data / "split_tasks.json", splits)
     shutil.copyfile(folder / "policy.md", data / "policy.md")
     shutil.copyfile(TEMPLATE_DIR / "runtime.py", pkg / "runtime.py")
     (pkg / "__init__.py").write_text(
-        f'"""ToolScale domain {spec.name!r} for tau2-bench: importing this package registers it as '
-        f'{tau2_domain_name(spec.name)!r}."""\n\n'
+        f'"""ToolScale domain {name!r} for tau2-bench: importing this package registers it as '
+        f'{tau2_domain_name(name)!r}."""\n\n'
         "from pathlib import Path\n\nfrom .runtime import register\n\n"
         'DOMAIN = register(Path(__file__).resolve().parent / "data")\n', encoding="utf-8")
-    (folder / "pyproject.toml").write_text(_pyproject(spec.name), encoding="utf-8")
-    return PackageFiles(tau2_domain_name(spec.name), pkg, tools_json, split_json,
-                        {name: len(ids) for name, ids in splits.items()})
+    (folder / "pyproject.toml").write_text(_pyproject(name), encoding="utf-8")
+    return PackageFiles(tau2_domain_name(name), pkg, tools_json, split_json,
+                        {split: len(ids) for split, ids in splits.items()})
 
 
 def domain_data(spec: DomainSpec) -> dict[str, Any]:
