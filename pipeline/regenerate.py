@@ -214,22 +214,23 @@ BATCHES_PER_WORKER = 6  # enough batches that the last ones even out the workers
 
 
 def shard_batches(shards: list[ShardConfig], workers: int) -> list[list[ShardConfig]]:
-    """Group shards into about ``BATCHES_PER_WORKER`` batches per worker, each batch from one domain, largest
-    first.
+    """Group shards into about ``BATCHES_PER_WORKER`` batches per worker, each batch from one database (a domain,
+    or one of a large domain's), largest first.
 
     One batch is one worker task: a shard takes under a second, and a task runner's own cost per task (a
-    Prefect task run's API calls, states, logs) would otherwise be a large part of the run. One domain per
-    batch lets a worker reuse the domain engine it built for the batch's first shard. Largest first so that
+    Prefect task run's API calls, states, logs) would otherwise be a large part of the run. One database per
+    batch lets a worker reuse the engine it built for the batch's first shard, and what it remembers of the golds
+    it verified there (``verifiers/memo.py``). Largest first so that
     the small batches fill in the end of the run. What a shard produces does not depend on its batch, so the
     snapshot does not either."""
     if not shards:
         return []
     size = max(1, math.ceil(len(shards) / (max(1, workers) * BATCHES_PER_WORKER)))
-    by_domain: dict[str, list[ShardConfig]] = {}
+    by_database: dict[tuple[str, int], list[ShardConfig]] = {}
     for shard in shards:
-        by_domain.setdefault(shard.domain, []).append(shard)
+        by_database.setdefault((shard.domain, shard.seed), []).append(shard)
     batches = []
-    for group in by_domain.values():
+    for group in by_database.values():
         count = math.ceil(len(group) / size)
         step = len(group) / count  # even chunks: 10 shards at most 9 a batch are 5 + 5, not 9 + 1
         batches += [group[round(i * step): round((i + 1) * step)] for i in range(count)]

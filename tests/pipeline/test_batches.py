@@ -38,6 +38,14 @@ def test_the_default_plan_is_a_few_batches_per_worker_not_one_task_per_shard() -
     assert shard_batches(shards, workers=2) == batches  # a plan gives the same batches every time
 
 
+def test_a_batch_holds_one_database_of_a_domain_that_has_several() -> None:
+    shards = initial_plan(RegenerateConfig(domains=["weather", "sport"], tasks_per_domain=400, tasks_per_database=100))
+    batches = shard_batches(shards, workers=2)
+    assert Counter(s.shard_id for b in batches for s in b) == Counter(s.shard_id for s in shards)
+    assert all(len({(s.domain, s.seed) for s in b}) == 1 for b in batches)
+    assert len({(s.domain, s.seed) for s in shards}) == 8  # four databases a domain, every one used
+
+
 def test_one_shard_per_batch_when_there_are_few_shards() -> None:
     shards = _plan({"railway": 2, "weather": 1})
     assert shard_batches(shards, workers=2) == [[s] for s in shards]
