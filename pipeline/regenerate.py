@@ -41,6 +41,13 @@ TASKS_PER_BASE = 1.75  # accepted tasks per base candidate (measured); only size
 # of the default is then the shards the top-up used to end with: the same tasks, in one round.
 DOMAIN_TASKS_PER_BASE = {"finance": 1.52, "sport": 1.60, "medicine": 1.67, "education": 1.51, "travel": 1.65,
                          "weather": 1.26}
+# ... and per domain spread over several databases (about TASKS_PER_DATABASE tasks on each, where near duplicates
+# are rarer in some domains and commoner in others than at the default's few hundred): published tasks per base
+# candidate over all shards of the 100,000-task run (c641b06), rounded down. It planned these domains with the
+# figures above, and published 104,406 tasks for 100,000 (railway 11,910), after top-ups for four others.
+DOMAIN_TASKS_PER_BASE_SPREAD = {"ecommerce": 1.94, "education": 1.37, "entertainment": 1.91, "finance": 1.51,
+                                "medicine": 1.57, "railway": 2.07, "restaurant": 1.71, "sport": 1.40,
+                                "travel": 1.65, "weather": 1.25}
 MAX_TOP_UPS = 6
 # One database per this many requested tasks of a domain: a domain's fixed-size database holds only so many distinct
 # pieces of work (at 10,000 restaurant tasks on one database, 2,004 distinct golds, one of them asked 94 times), and
@@ -177,7 +184,8 @@ def published_snapshot(cfg: RegenerateConfig) -> str | None:
 def initial_plan(cfg: RegenerateConfig) -> list[ShardConfig]:
     plan = []
     for domain, n in cfg.requested().items():
-        per_base = DOMAIN_TASKS_PER_BASE.get(domain, TASKS_PER_BASE)
+        measured = DOMAIN_TASKS_PER_BASE_SPREAD if cfg.databases(domain) > 1 else DOMAIN_TASKS_PER_BASE
+        per_base = measured.get(domain, DOMAIN_TASKS_PER_BASE.get(domain, TASKS_PER_BASE))
         shards = max(1, math.ceil(n / (cfg.base_per_shard * per_base)))
         plan += [cfg.shard(domain, i) for i in range(shards)]
         if get_spec(domain).imported_tasks is not None:  # its imported tasks come on top of the requested count
@@ -207,7 +215,9 @@ def _shard_summary(result: dict[str, Any]) -> dict[str, Any]:
     recs = result["records"]
     return {"shard_id": result["shard_id"], "candidates": len(recs),
             "accepted": sum(r["accepted"] for r in recs), "seconds": result["seconds"],
-            "cpu_s": result.get("cpu_s") or {}}  # a shard file written before CPU was kept: none
+            "cpu_s": result.get("cpu_s") or {},  # a shard file written before CPU was kept: none
+            # the database's fingerprint, so the run need not build every engine again to list it (None: not kept)
+            "database": (result["shard"]["domain"], result["shard"]["seed"], result.get("db_fingerprint"))}
 
 
 BATCHES_PER_WORKER = 6  # enough batches that the last ones even out the workers' finishing times
@@ -355,12 +365,21 @@ def summarise(records: list[dict[str, Any]], dedup_counts: dict[str, int]) -> di
     }
 
 
-def domain_rows(cfg: RegenerateConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+Fingerprints = dict[tuple[str, int], str]  # (domain, seed) -> the fingerprint a shard's worker reported
+
+
+def _fingerprint(name: str, seed: int, known: Fingerprints | None) -> str:
+    """A database's fingerprint: as a shard reported it, else from building its engine (100 engines take ~25 s)."""
+    return (known or {}).get((name, seed)) or get_engine(name, seed).fingerprint
+
+
+def domain_rows(cfg: RegenerateConfig, known: Fingerprints | None = None
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     domains, tools = [], []
     for name in cfg.domains:
-        spec, engine = get_spec(name), get_engine(name, cfg.seed)
+        spec = get_spec(name)
         domains.append({"domain": name, "spec_hash": spec.spec_hash, "db_seed": cfg.seed,
-                        "fingerprint": engine.fingerprint, "tables": len(spec.tables),
+                        "fingerprint": _fingerprint(name, cfg.seed, known), "tables": len(spec.tables),
                         "rows": sum(t.rows for t in spec.tables),
                         "read_tools": sum(t.kind == "read" for t in spec.tools),
                         "write_tools": sum(t.kind == "write" for t in spec.tools),
@@ -371,7 +390,8 @@ def domain_rows(cfg: RegenerateConfig) -> tuple[list[dict[str, Any]], list[dict[
     return domains, tools
 
 
-def database_rows(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def database_rows(cfg: RegenerateConfig, records: list[dict[str, Any]],
+                  known: Fingerprints | None = None) -> list[dict[str, Any]]:
     """Every database the snapshot's tasks run on: its domain, index, seed, fingerprint and published tasks."""
     published = Counter((r["domain"], r["seed"]) for r in records if r["accepted"])
     rows = []
@@ -379,7 +399,7 @@ def database_rows(cfg: RegenerateConfig, records: list[dict[str, Any]]) -> list[
         for index in range(cfg.databases(name)):
             seed = cfg.database_seed(index)
             rows.append({"domain": name, "db_index": index, "db_seed": seed,
-                         "fingerprint": get_engine(name, seed).fingerprint, "tasks": published[(name, seed)]})
+                         "fingerprint": _fingerprint(name, seed, known), "tasks": published[(name, seed)]})
     return rows
 
 
@@ -396,7 +416,8 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
              timings: dict[str, float] | None = None,
              cpu_s: dict[str, float] | None = None,
              expand: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
-             screening: dict[str, int] | None = None) -> tuple[PublishResult, dict[str, Any]]:
+             screening: dict[str, int] | None = None,
+             fingerprints: Fingerprints | None = None) -> tuple[PublishResult, dict[str, Any]]:
     """Dedup all shards' candidates (unless given already deduped), build the snapshot, gate it, publish.
     ``started`` is the job's ``time.perf_counter()`` start, for the recorded wall time; ``cpu_s`` the CPU
     seconds per stage so far (pipeline/stage_cost.py), stored in ``stage_costs`` with the gate's and the write's;
@@ -420,12 +441,12 @@ def finalize(cfg: RegenerateConfig, shards: list[ShardConfig], started: float, p
     summary["shards"] = len(shards)
     if screening:
         summary["dedup_screen"] = screening
-    domains, tools = domain_rows(cfg)
+    domains, tools = domain_rows(cfg, fingerprints)
     bundle = SnapshotBundle(
         snapshot_id=snapshot_id_for(cfg, records), code_version=code_version(), config_hash=cfg.config_hash(),
         config={**cfg.identity(), "tasks_per_domain": cfg.requested()}, requested=cfg.requested(),
         records=records, domains=domains, tools=tools, summary=summary, expand=expand,
-        databases=database_rows(cfg, records))
+        databases=database_rows(cfg, records, fingerprints))
     progress(f"publishing {bundle.snapshot_id}: {summary['tasks']} tasks from {summary['candidates']} candidates")
     tick = time.perf_counter()
     # stored in the snapshot row: the time up to the warehouse write (the write cannot time itself)
@@ -476,6 +497,7 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     started = time.perf_counter()
     timings = {"shards_s": 0.0, "dedup_s": 0.0}
     cpu: dict[str, float] = {}  # CPU seconds per stage (pipeline/stage_cost.py)
+    fingerprints: Fingerprints = {}  # of the databases the shards ran on, as their workers reported them
     run = run or (lambda batch: run_local(cfg, batch))
     warm = None
     if cfg.workers > 1:  # load the embedding model while the shards run elsewhere; dedup needs it at the end
@@ -495,6 +517,9 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
                 how = "resumed from its file" if s["resumed"] else f"in {s['seconds']:.2f}s"
                 progress(f"shard {s['shard_id']}: {s['accepted']}/{s['candidates']} accepted, {how}")
                 add_shard_cpu(cpu, [s])
+                domain, seed, fingerprint = s.get("database") or (None, None, None)
+                if fingerprint:
+                    fingerprints[(domain, seed)] = fingerprint
             timings["shards_s"] += time.perf_counter() - tick
             if warm is not None:  # joined, never left running: a loader thread alive at exit aborts the interpreter
                 warm.join()
@@ -521,4 +546,4 @@ def regenerate(cfg: RegenerateConfig, progress: Progress = print,
     del deduper, by_shard  # dedup's groups and vectors: the write needs only the records (and the memory)
     forget_embeddings()
     return finalize(cfg, shards, started, progress, (records, counts), timings, cpu,
-                    expand=functools.partial(full_records, cfg), screening=screening)
+                    expand=functools.partial(full_records, cfg), screening=screening, fingerprints=fingerprints)

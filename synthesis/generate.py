@@ -194,6 +194,7 @@ def generate_shard(cfg: ShardConfig) -> dict[str, Any]:
             if (kept := admit(child)) is not None:
                 generation.append(kept)
     return {"shard": asdict(cfg), "shard_id": cfg.shard_id, "records": records,
+            "db_fingerprint": graph.engine.fingerprint,  # the database it ran on: the run lists it without a rebuild
             "sampling_failures": sampling_failures, "seconds": round(time.perf_counter() - started, 3),
             "cpu_s": {"synthesis": round(time.thread_time() - cpu_started - verify_cpu, 4),
                       "verification": round(verify_cpu, 4)}}

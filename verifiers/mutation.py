@@ -9,6 +9,7 @@ import random
 from typing import Any
 
 from domains.engine import DomainEngine, ToolCall
+from verifiers.memo import remembered
 from verifiers.replay import Replay
 from verifiers.types import Mutant
 
@@ -94,5 +95,7 @@ def _numeric_neighbours(current: float, schema: dict[str, Any]) -> list[Any]:
 
 
 def column_values(engine: DomainEngine, entity: str, column: str) -> list[Any]:
-    """Distinct seeded values of a column named ``column``, in a fixed order."""
-    return sorted(set(engine.seeded_values(entity, column)), key=lambda v: (isinstance(v, str), v))  # SQLite's order: numbers, then text
+    """Distinct seeded values of a column named ``column``, in a fixed order (remembered per engine: every mutant
+    of every task asks again). Callers must not change the list."""
+    return remembered(engine, "column_values", f"{entity}\x00{column}", lambda: sorted(
+        set(engine.seeded_values(entity, column)), key=lambda v: (isinstance(v, str), v)))  # SQLite's order: numbers, then text
