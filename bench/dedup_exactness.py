@@ -1,6 +1,6 @@
 """Near-duplicate detection against its definition on a large sample: what ``synthesis.dedup.dedup`` rejects
 (embedding only tasks that can collide, lineages by root, one matrix product per group) against
-``pairwise_dedup`` (every accepted task embedded and compared with every earlier kept task of its domain).
+``pairwise_dedup`` (every accepted task embedded and compared with every earlier kept task of its database).
 
     python bench/dedup_exactness.py [--tasks-per-domain 2000] [--work-dir /tmp/toolscale-bench/work]
 
