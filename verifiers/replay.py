@@ -39,13 +39,12 @@ def replay(engine: DomainEngine, calls: tuple[ToolCall, ...] | list[ToolCall],
     never an exception."""
     db = engine.fresh()
     setup_results = [db.call(c.name, c.arguments, "setup") for c in setup]
-    results = []
-    for c in calls if isinstance(calls, (tuple, list)) else ():
-        if isinstance(c, ToolCall):
-            results.append(db.call(c.name, c.arguments, c.side))
-        else:
-            results.append(ToolResult(False, error=f"not a tool call: {type(c).__name__}"))
-    return Replay(db, results, setup_results)
+    return Replay(db, _run_calls(db, calls if isinstance(calls, (tuple, list)) else ()), setup_results)
+
+
+def _run_calls(db: Database, calls: tuple[Any, ...] | list[Any]) -> list[ToolResult]:
+    return [db.call(c.name, c.arguments, c.side) if isinstance(c, ToolCall)
+            else ToolResult(False, error=f"not a tool call: {type(c).__name__}") for c in calls]
 
 
 def _same_call(a: Any, b: ToolCall) -> bool:
@@ -101,13 +100,7 @@ class SharedPrefix:
                              "descending order of the prefix they share")
         self.db.conn.execute(f"ROLLBACK TO gold_prefix_{k}")  # the state after gold calls 0..k-1, nothing else
         self.resumable = k
-        results = self.prefix_results[:k]
-        for c in calls[k:]:
-            if isinstance(c, ToolCall):
-                results.append(self.db.call(c.name, c.arguments, c.side))
-            else:
-                results.append(ToolResult(False, error=f"not a tool call: {type(c).__name__}"))
-        return Replay(self.db, results, self.setup_results)
+        return Replay(self.db, self.prefix_results[:k] + _run_calls(self.db, calls[k:]), self.setup_results)
 
     def close(self) -> None:
         self.db.close()
