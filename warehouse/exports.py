@@ -8,8 +8,8 @@ and test splits), ``parquet/<split>/<domain>.parquet`` and ``README.md`` (the da
 ``export_tau2`` writes ``out_dir/<domain>/tasks.json`` (tau2 ``Task`` objects, each validated against
 ``schemas/tau2_task.schema.json``), ``db.json`` (the seeded database, ``{table: [rows]}``) and ``policy.md``,
 plus the package that runs the domain inside tau2 (``warehouse/tau2_package``, see docs/tau2.md). A domain whose
-tasks run on several databases (a large run: ``databases`` table) gets a folder per database, ``<domain>``,
-``<domain>_db1``, ..., each a tau2 domain of its own.
+tasks run on several databases (a large run: the ``domain_databases`` table) gets a folder per database,
+``<domain>``, ``<domain>_db1``, ..., each a tau2 domain of its own.
 
 Both write atomically (``warehouse/export_folder.py``): everything is read and validated first, then written
 into a temporary sibling folder that replaces ``out_dir`` as one unit. ``out_dir`` must be absent or empty,
@@ -66,12 +66,12 @@ def export_tau2(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
         sid = published_meta(con, snapshot)["snapshot_id"]
         domains = con.execute("SELECT domain, db_seed, spec_hash, fingerprint FROM domains WHERE snapshot_id = ? "
                               "ORDER BY domain", [sid]).fetchall()
-        listed = con.execute("SELECT domain, db_index, db_seed, fingerprint FROM databases WHERE snapshot_id = ? "
+        listed = con.execute("SELECT domain, db_index, db_seed, fingerprint FROM domain_databases WHERE snapshot_id = ? "
                              "ORDER BY domain, db_index", [sid]).fetchall()
         tasks = con.execute("SELECT task_id, domain, seed, tau2_json FROM tasks WHERE snapshot_id = ? "
                             "ORDER BY domain, task_id", [sid]).fetchall()
     spec_hashes = {d: spec_hash for d, _, spec_hash, _ in domains}
-    # a snapshot from before the databases table: each domain's one database, as its domains row says
+    # a snapshot from before the domain_databases table: each domain's one database, as its domains row says
     databases = listed or [(d, 0, seed, fp) for d, seed, _, fp in domains]
     folders = {(d, seed): d if index == 0 else f"{d}_db{index}" for d, index, seed, _ in databases}
     per_folder: dict[str, list[dict[str, Any]]] = {name: [] for name in folders.values()}

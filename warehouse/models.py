@@ -54,7 +54,7 @@ class DomainDatabase(SQLModel, table=True):
     database holds has several, each seeded ``db_seed``; ``domains.db_seed`` is its first (index 0). Snapshots
     published before this table have no rows here: their tasks all run on ``domains.db_seed``."""
 
-    __tablename__ = "databases"
+    __tablename__ = "domain_databases"
     snapshot_id: str = Field(primary_key=True)
     domain: str = Field(primary_key=True)
     db_index: int = Field(primary_key=True)

@@ -53,7 +53,7 @@ class SnapshotBundle:
     # completes a batch of ``records`` for the write, where the caller holds only some fields of each (a
     # regeneration: pipeline.regenerate.full_records); None: the records are whole
     expand: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
-    # every database the tasks run on (``databases`` table); empty: each domain's one, ``domains.db_seed``
+    # every database the tasks run on (``domain_databases`` table); empty: each domain's one, ``domains.db_seed``
     databases: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -189,8 +189,8 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
     sid = bundle.snapshot_id
     accepted = sum(bool(r["accepted"]) for r in bundle.records)
     con.execute("BEGIN")
-    for table in ("task_rules", "gold_calls", "verdicts", "tasks", "rejections", "tools", "databases", "domains",
-                  "snapshots"):
+    for table in ("task_rules", "gold_calls", "verdicts", "tasks", "rejections", "tools", "domain_databases",
+                  "domains", "snapshots"):
         con.execute(f"DELETE FROM {table} WHERE snapshot_id = ?", [sid])  # a failed earlier attempt
     s = bundle.summary
     con.execute(
@@ -202,7 +202,7 @@ def _write_rows(con: duckdb.DuckDBPyConnection, bundle: SnapshotBundle, parent: 
          s.get("gold_errors", 0), s.get("noop_passes", 0), s.get("median_kill_rate"), s.get("evolved_fraction"),
          s.get("yield"), bundle.seconds, json.dumps(s, sort_keys=True, default=str)])
     _insert(con, "domains", [{"snapshot_id": sid, **d} for d in bundle.domains])
-    _insert(con, "databases", [{"snapshot_id": sid, **d} for d in bundle.databases])
+    _insert(con, "domain_databases", [{"snapshot_id": sid, **d} for d in bundle.databases])
     _insert(con, "tools", [{"snapshot_id": sid, **t} for t in bundle.tools])
     # in batches: the rows (and whole records) of one batch exist at a time, not the snapshot's; each table's
     # rows go in in the records' order. Each batch is committed: the copy is this writer's alone until it replaces

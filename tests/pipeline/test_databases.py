@@ -52,7 +52,7 @@ def test_shards_take_the_domains_databases_in_turn() -> None:
 def test_the_warehouse_lists_every_database_and_each_task_runs_on_its_own(spread: dict[str, Any]) -> None:
     con = duckdb.connect(spread["cfg"].warehouse, read_only=True)
     try:
-        listed = con.execute("SELECT domain, db_index, db_seed, fingerprint, tasks FROM databases "
+        listed = con.execute("SELECT domain, db_index, db_seed, fingerprint, tasks FROM domain_databases "
                              "ORDER BY domain, db_index").fetchall()
         per_seed = dict(((d, s), n) for d, s, n in con.execute(
             "SELECT domain, seed, COUNT(*) FROM tasks GROUP BY ALL").fetchall())
