@@ -145,11 +145,42 @@ def _export(args: argparse.Namespace) -> int:
         from datasets import disable_progress_bars
 
         disable_progress_bars()  # one line per export, not a bar per parquet file
-    exporter = export_hf if args.format == "hf" else export_tau2
+    if args.format in ("nemo-gym", "steps"):
+        from warehouse.gym_export import export_gym, export_steps
+
+        exporter = export_gym if args.format == "nemo-gym" else export_steps
+    else:
+        exporter = export_hf if args.format == "hf" else export_tau2
     result = exporter(args.warehouse, args.snapshot, args.out, overwrite=args.overwrite)
     splits = ", ".join(f"{name} {n}" for name, n in result.get("splits", {}).items())
+    if args.format == "steps":
+        print(f"exported {result['rows']} step rows of {result['tasks']} tasks of {result['snapshot_id']} to "
+              f"{args.out}")
+        for domain, c in result["per_domain"].items():
+            print(f"  {domain}: {c['rows']} rows (train {c.get('train', 0)}, test {c.get('test', 0)}), "
+                  f"{c['mutating']} mutating ({c['mutating_share']:.1%})")
+        return 0
     print(f"exported {result['rows']} tasks of {result['snapshot_id']} as {args.format} to {args.out}"
           + (f" ({splits})" if splits else ""))
+    return 0
+
+
+def _serve_env(args: argparse.Namespace) -> int:
+    from interop.mcp_env import DomainEnv, EnvLimits, serve
+
+    _known_domain(args.domain)
+    tasks: dict[str, Any] = {}
+    if os.path.exists(args.warehouse):  # the snapshot's tasks, for start_task and verify
+        from train.tasks import load_training_set
+
+        check_warehouse_source(args.warehouse)
+        loaded = load_training_set(args.warehouse, args.snapshot, domains=[args.domain])
+        tasks = {t.task_id: t.verifiable() for t in loaded.tasks}
+    limits = EnvLimits(args.max_calls, args.max_session_s, args.max_idle_s)
+    seed = next(iter(tasks.values())).seed if tasks else 0
+    print(f"serving {args.domain} over MCP at http://{args.host}:{args.port}/mcp ({len(tasks)} tasks; per session "
+          f"at most {limits.max_calls} calls and {limits.max_session_s:g} s)", flush=True)
+    serve(DomainEnv(args.domain, tasks, seed, limits), args.host, args.port)
     return 0
 
 
@@ -219,14 +250,28 @@ def build_parser() -> argparse.ArgumentParser:
     _warehouse_arg(p)
     p.set_defaults(func=_snapshots)
 
-    p = sub.add_parser("export", help="export a snapshot as a Hugging Face dataset or tau2 task JSON")
+    p = sub.add_parser("export", help="export a snapshot: a Hugging Face dataset, tau2 packages, NeMo Gym servers "
+                                      "or step rows")
     p.add_argument("snapshot", help="a snapshot id, or 'latest'")
-    p.add_argument("--format", choices=("hf", "tau2"), required=True)
+    p.add_argument("--format", choices=("hf", "tau2", "nemo-gym", "steps"), required=True,
+                   help="hf: datasets + parquet; tau2: tau2-bench packages; nemo-gym: a NeMo Gym resources server "
+                        "per domain with its rows; steps: one row per gold step (docs/gym.md)")
     p.add_argument("--out", required=True, help="output directory (absent or empty, unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier export in --out as one unit (only a folder an export wrote)")
     _warehouse_arg(p)
     p.set_defaults(func=_export)
+
+    p = sub.add_parser("serve-env", help="serve a domain's tools over MCP: a database per session, a verify tool")
+    p.add_argument("domain")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--snapshot", default="latest", help="whose tasks start_task and verify know (default latest)")
+    p.add_argument("--max-calls", type=int, default=800, help="tool calls per session (default 800)")
+    p.add_argument("--max-session-s", type=float, default=300.0, help="seconds a session may run (default 300)")
+    p.add_argument("--max-idle-s", type=float, default=300.0, help="an idle session is reaped after this (300)")
+    _warehouse_arg(p)
+    p.set_defaults(func=_serve_env)
     add_llm_parsers(sub)
     cli_prefs.add_parsers(sub)
     add_audit_parsers(sub)
