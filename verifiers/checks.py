@@ -8,7 +8,7 @@ from typing import Any
 from domains.engine import ToolCall
 from verifiers.replay import Replay
 from verifiers.types import Check
-from verifiers.words import find_word
+from verifiers.values import judge
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -19,15 +19,8 @@ def _canonical_number(match: re.Match[str]) -> str:
 
 
 def normalise(text: str) -> str:
-    """tau2's rule (lowercase, commas removed) plus one spelling per number: 1,234.50 -> 1234.5."""
+    """Text as tau2 compares it (the paraphrase and audit checks use it): tau2's rule (lowercase, commas removed) plus one spelling per number: 1,234.50 -> 1234.5."""
     return _NUMBER.sub(_canonical_number, text.lower().replace(",", ""))
-
-
-def _said(info: str, said: str) -> bool:
-    needle = normalise(info).strip()
-    if not needle:
-        return True
-    return find_word(said, needle, decimal_guard=True) >= 0
 
 
 def execution_check(gold: Replay, candidate: Replay) -> Check:
@@ -51,12 +44,13 @@ def _by_side(spec: Any, keys: Any) -> str:
     return f" (operator {len(keys) - on_device}, device {on_device})"
 
 
-def fidelity_check(communicate_info: tuple[str, ...], assistant_text: str) -> Check:
-    said = normalise(assistant_text if isinstance(assistant_text, str) else "")  # an agent may send no text
-    missing = [info for info in communicate_info if not _said(info, said)]
-    if missing:
-        return Check(False, f"not communicated: {', '.join(repr(m) for m in missing)}")
-    return Check(True, f"all {len(communicate_info)} item(s) communicated")
+def fidelity_check(communicate_info: tuple[str, ...], assistant_text: str, clock: str | None = None) -> Check:
+    """Every value of ``communicate_info`` told in ``assistant_text``, judged on meaning (``verifiers.values``):
+    "€247.33" tells "247.33 EUR", "2 pm" tells "14:00"; no other value, and not among many candidates. ``clock``:
+    the domain's "now", whose year a date may leave out."""
+    said = assistant_text if isinstance(assistant_text, str) else ""  # an agent may send no text
+    judgement = judge(tuple(communicate_info), said, clock)
+    return Check(judgement.passed, judgement.reason(len(communicate_info)))
 
 
 def completeness_check(gold: Replay, candidate: Replay) -> Check:

@@ -31,7 +31,7 @@ def verify(task: VerifiableTask, trajectory: Trajectory, engine: DomainEngine | 
     try:
         writes = {t.name for t in engine.spec.tools if t.kind == "write"}
         return Verdict(execution=execution_check(gold, candidate),
-                       fidelity=fidelity_check(task.communicate_info, trajectory.assistant_text),
+                       fidelity=fidelity_check(task.communicate_info, trajectory.assistant_text, engine.spec.now),
                        completeness=completeness_check(gold, candidate),
                        identification=identification_check(task.user, task.identify_tools, trajectory.calls,
                                                            candidate, writes),
