@@ -15,10 +15,10 @@ import time
 from collections import defaultdict
 
 from inference.pricing import synthetic_schedules
-from train.env import EnvConfig, Environment
-from train.policies import OraclePolicy
-from train.tasks import load_training_set
-from train.user_sim import ScriptedUser
+from train.environment.env import EnvConfig, Environment
+from train.environment.policies import OraclePolicy
+from train.environment.tasks import load_training_set
+from train.environment.user_sim import ScriptedUser
 
 
 def main(argv: list[str] | None = None) -> int:

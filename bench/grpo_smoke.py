@@ -18,8 +18,8 @@ import tempfile
 from dataclasses import replace
 
 from pipeline.regenerate import RegenerateConfig, regenerate
-from train.grpo import train
-from train.profiles import load_profile
+from train.stages.grpo import train
+from train.stages.profiles import load_profile
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
     python bench/learning.py --profile cpu-learn --warehouse warehouse/toolscale.duckdb --out work/learning
     python bench/learning.py --profile cpu-learn --max-tasks 2 --eval-tasks 2 --sft-steps 2 --grpo-steps 1 ...
 
-Runs the profile's stages through train/stages.py (every one of sft, rft, grpo, evaluate when the profile names
+Runs the profile's stages through train/stages/sequence.py (every one of sft, rft, grpo, evaluate when the profile names
 none; evaluate is added when missing), so the evaluate stage scores the base model first and
 then every stage's final model on the test split under held-out pricing. Prints one table: held-out success with a
 95% Wilson interval, format errors, calls per tool, cost per episode, training reward, the share of GRPO steps with
@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from train.profiles import STAGES, Profile, load_profile  # noqa: E402
-from train.run import TrainRunConfig  # noqa: E402
+from train.stages.profiles import STAGES, Profile, load_profile  # noqa: E402
+from train.stages.run import TrainRunConfig  # noqa: E402
 from warehouse.location import default_warehouse  # noqa: E402
-from train.stages import StageRecord, StagesResult, run_stages  # noqa: E402
+from train.stages.sequence import StageRecord, StagesResult, run_stages  # noqa: E402
 from warehouse.errors import WarehouseError  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Natural answers against the fidelity check: every task of a snapshot with ``communicate_info`` is solved with its
 gold calls and one closing message that states each value the way a careful human agent would (two or more
-wordings; ids verbatim), then scored by our verifier (``verify``, as ``train/env.py`` does) and, where tau2 is
+wordings; ids verbatim), then scored by our verifier (``verify``, as ``train/environment/env.py`` does) and, where tau2 is
 installed, by tau2's own ``CommunicateEvaluator`` on the task's tau2 ``communicate_info``. The database always
 matches, so every failure is fidelity alone. Also scores mutated wordings (a cent, a day, an hour, a count changed
 inside the same wording), which must all be refused. Prints the pass rate per wording, per domain and per kind.
@@ -27,7 +27,7 @@ from verifiers.replay import replay
 from verifiers.types import Trajectory
 from verifiers.verify import verify
 from warehouse.reader import connect_readonly, resolve_snapshot
-from train.tasks import load_training_set
+from train.environment.tasks import load_training_set
 
 WORDINGS = 2
 SYMBOL = {"EUR": "€", "GBP": "£", "USD": "$"}

@@ -3,9 +3,9 @@
 Run: PYTHONPATH=. python bench/tools.py
 """
 import statistics, time
-from train.tools import LocalSearchTool, run_python
+from train.environment.tools import LocalSearchTool, run_python
 from domains.registry import get_spec, get_engine
-from train.tools import ToolCatalog, domain_tools
+from train.environment.tools import ToolCatalog, domain_tools
 walls = [run_python("print(1)").wall_s for _ in range(10)]
 print("sandbox run of print(1): median %.3f s, min %.3f s" % (statistics.median(walls), min(walls)))
 t = time.perf_counter(); from synthesis.dedup import minilm; minilm(); print("MiniLM load %.2f s" % (time.perf_counter() - t))

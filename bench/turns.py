@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 
-from train.turns import parse_turn
+from train.environment.turns import parse_turn
 
 TOOLS = {"get_station"}
 OLD = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)

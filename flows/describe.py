@@ -1,4 +1,4 @@
-"""Prefect flow ``describe-llm-tools``: a thin wrapper over ``train.describe.describe_llm_tools``.
+"""Prefect flow ``describe-llm-tools``: a thin wrapper over ``train.evaluation.describe.describe_llm_tools``.
 
     from flows.describe import describe_llm_tools_flow
     describe_llm_tools_flow(tasks=10)
@@ -15,7 +15,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from warehouse.location import default_warehouse
-from train.describe import DescribeConfig, describe_llm_tools, report_markdown
+from train.evaluation.describe import DescribeConfig, describe_llm_tools, report_markdown
 
 ARTIFACT_KEY = "describe-llm-tools"
 

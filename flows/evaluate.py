@@ -1,4 +1,4 @@
-"""Prefect flow ``evaluate-orchestrator``: a thin wrapper over ``train.evaluate.evaluate_orchestrator``.
+"""Prefect flow ``evaluate-orchestrator``: a thin wrapper over ``train.evaluation.evaluate.evaluate_orchestrator``.
 
     from flows.evaluate import evaluate_orchestrator_flow
     evaluate_orchestrator_flow(model="local-smollm2", limit=5)
@@ -15,7 +15,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from warehouse.location import default_warehouse
-from train.evaluate import EvalConfig, evaluate_orchestrator, report_markdown
+from train.evaluation.evaluate import EvalConfig, evaluate_orchestrator, report_markdown
 
 ARTIFACT_KEY = "evaluate-orchestrator"
 

@@ -1,5 +1,5 @@
-"""Prefect flow ``train-orchestrator``: the plain job in ``train.run`` (GRPO from a published snapshot, or every stage
-a profile's ``stages:`` names, train/stages.py) as one flow run.
+"""Prefect flow ``train-orchestrator``: the plain job in ``train.stages.run`` (GRPO from a published snapshot, or every stage
+a profile's ``stages:`` names, train/stages/sequence.py) as one flow run.
 
     from flows.train_orchestrator import train_flow
     train_flow(profile="cpu-smoke", warehouse="warehouse/toolscale.duckdb")
@@ -20,9 +20,9 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from train.launch import launch_training, needs_launch
-from train.profiles import load_profile
-from train.run import TrainRunConfig, run_training
+from train.stages.launch import launch_training, needs_launch
+from train.stages.profiles import load_profile
+from train.stages.run import TrainRunConfig, run_training
 from warehouse.location import default_warehouse
 
 ARTIFACT_KEY = "train-orchestrator-run"

@@ -171,7 +171,7 @@ def _serve_env(args: argparse.Namespace) -> int:
     _known_domain(args.domain)
     tasks: dict[str, Any] = {}
     if os.path.exists(args.warehouse):  # the snapshot's tasks, for start_task and verify
-        from train.tasks import load_training_set
+        from train.environment.tasks import load_training_set
 
         check_warehouse_source(args.warehouse)
         loaded = load_training_set(args.warehouse, args.snapshot, domains=[args.domain])

@@ -18,7 +18,7 @@ def _warehouse_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from train.evaluate import EvalConfig, evaluate_orchestrator, report_table
+    from train.evaluation.evaluate import EvalConfig, evaluate_orchestrator, report_table
 
     preference = args.preference
     cfg = EvalConfig(warehouse=args.warehouse, model=args.model, registry=args.registry, snapshot=args.snapshot,
@@ -32,7 +32,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from train.describe import DescribeConfig, describe_llm_tools
+    from train.evaluation.describe import DescribeConfig, describe_llm_tools
 
     cfg = DescribeConfig(warehouse=args.warehouse, registry=args.registry, endpoints=args.endpoint,
                          writer=args.writer, snapshot=args.snapshot, tasks=args.tasks, seed=args.seed,

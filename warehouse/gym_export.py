@@ -11,7 +11,7 @@ the HF export records): the conversation so far as Responses API input items, th
 (a function call with its arguments, or the final message with the values to communicate) and ``mutating``, in the
 format of Gym's ``single_step_tool_use_with_argument_comparison`` server.
 
-Both split tasks by ``train/splits.py`` and write atomically (``warehouse/export_folder.py``).
+Both split tasks by ``train/environment/splits.py`` and write atomically (``warehouse/export_folder.py``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from typing import Any
 
 from domains.registry import get_engine, get_spec
 from domains.spec import DomainSpec
-from train.env import EnvConfig, Environment, role_tools
-from train.policies import DialogueOracle
-from train.splits import snapshot_splits
-from train.tasks import TrainingTask, load_training_set
-from train.user_sim import ScriptedUser, first_person, opening_message
+from train.environment.env import EnvConfig, Environment, role_tools
+from train.environment.policies import DialogueOracle
+from train.environment.splits import snapshot_splits
+from train.environment.tasks import TrainingTask, load_training_set
+from train.environment.user_sim import ScriptedUser, first_person, opening_message
 from warehouse.export_folder import check_export_target, staged_export
 from warehouse.exports import policy_markdown
 from warehouse.gym_package.build import server_name, write_gym_server
@@ -148,7 +148,7 @@ def export_gym(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
 
 
 def oracle_messages(task: TrainingTask, env: Environment) -> tuple[list[dict[str, str]], list[dict[str, Any]], bool]:
-    """The dialogue oracle's episode on ``task`` (train/env.py): its messages, the tools listed, solved or not."""
+    """The dialogue oracle's episode on ``task`` (train/environment/env.py): its messages, the tools listed, solved or not."""
     session = env.start(task, ScriptedUser(task))
     try:
         result = session.play(DialogueOracle(task))

@@ -8,7 +8,7 @@ The splits are the snapshot's own: a task is in ``test`` when its id hashes into
 (``warehouse.tau2_package.build.task_splits``), as in the tau2 export and ``evaluate-orchestrator``. Nested data is
 typed (structs and lists) under one fixed ``FEATURES`` schema, the same for every snapshot and domain; only a
 single argument value, whose type varies, is JSON text (``value_json``). ``messages`` is the gold trajectory as the
-orchestration environment (train/env.py) renders it, recorded by playing ``DialogueOracle`` against the scripted
+orchestration environment (train/environment/env.py) renders it, recorded by playing ``DialogueOracle`` against the scripted
 user in a real episode and verified there (``messages_verified``): SFT data means exactly what the RL reward means.
 """
 
@@ -24,10 +24,10 @@ from typing import Any
 import duckdb
 from datasets import Dataset, DatasetDict, Features, Value
 
-from train.env import EnvConfig, Environment
-from train.policies import DialogueOracle
-from train.tasks import TrainingTask, load_training_set
-from train.user_sim import ScriptedUser, first_person, opening_message
+from train.environment.env import EnvConfig, Environment
+from train.environment.policies import DialogueOracle
+from train.environment.tasks import TrainingTask, load_training_set
+from train.environment.user_sim import ScriptedUser, first_person, opening_message
 from warehouse.export_folder import check_export_target, staged_export
 from warehouse.reader import connect_readonly, published_meta
 from warehouse.tau2_package.build import task_splits

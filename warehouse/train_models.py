@@ -63,7 +63,7 @@ class TrainingStepRow(SQLModel, table=True):
     recorded_at: datetime
     # last, where ADD COLUMN puts them in an older warehouse: both orders agree
     rollouts: int | None = None  # rollouts scored in the step, over every process; NULL: recorded before it was
-    endings_json: str | None = None  # how those rollouts ended: {"token_limit": 2, ...} (train/env.py ENDINGS)
+    endings_json: str | None = None  # how those rollouts ended: {"token_limit": 2, ...} (train/environment/env.py ENDINGS)
     stage: str = Field(default="grpo", sa_column_kwargs={"server_default": "grpo"})  # the run's stage
 
 

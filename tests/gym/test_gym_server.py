@@ -19,8 +19,8 @@ from domains.registry import DOMAIN_NAMES
 from interop.gym_agreement import GymClient, agreement, response_with
 from pipeline.regenerate import RegenerateConfig, regenerate
 from tests.gym.servers import gym_servers
-from train.splits import snapshot_splits
-from train.tasks import load_training_set
+from train.environment.splits import snapshot_splits
+from train.environment.tasks import load_training_set
 from warehouse.gym_export import export_gym
 from warehouse.reader import connect_readonly
 

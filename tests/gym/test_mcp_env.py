@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamablehttp_client
 from domains.registry import get_spec
 from tests.gym.servers import free_port, wait_until_up
 from tests.snapshots import published_warehouse
-from train.tasks import load_training_set
+from train.environment.tasks import load_training_set
 
 ROOT = Path(__file__).resolve().parents[2]
 

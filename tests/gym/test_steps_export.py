@@ -12,7 +12,7 @@ import pytest
 from domains.engine import ToolCall
 from domains.registry import get_engine
 from tests.snapshots import published_warehouse
-from train.tasks import load_training_set
+from train.environment.tasks import load_training_set
 from verifiers.replay import replay
 from warehouse.gym_export import export_steps
 from warehouse.tau2_package.build import task_splits

@@ -13,11 +13,11 @@ import pytest
 from domains.engine import ToolCall
 from inference.client import LLMClient
 from inference.endpoints import Endpoint
-from train.env import EnvConfig, Environment, EpisodeResult
-from train.policies import LLMPolicy, ScriptedPolicy
-from train.tasks import TrainingTask
-from train.turns import MAX_CALLS_PER_TURN, parse_turn
-from train.user_sim import ScriptedUser
+from train.environment.env import EnvConfig, Environment, EpisodeResult
+from train.environment.policies import LLMPolicy, ScriptedPolicy
+from train.environment.tasks import TrainingTask
+from train.environment.turns import MAX_CALLS_PER_TURN, parse_turn
+from train.environment.user_sim import ScriptedUser
 from tests.hostile.fake_llm import FakeLLM
 
 TASK = TrainingTask("hostile-turns", "weather", 0, "What is the status of station WS0001?",

@@ -164,7 +164,7 @@ def test_an_invariant_broken_by_thousands_of_seeded_rows_is_refused_in_seconds()
 def test_the_shipped_profiles_registry_and_price_template_still_load() -> None:
     from inference.endpoints import load_endpoints
     from inference.pricing import NOMINAL_PATH, PricingError, load_provider_file
-    from train.profiles import load_profile
+    from train.stages.profiles import load_profile
 
     assert load_profile("cpu-smoke").name == "cpu-smoke" and load_profile("h100").name == "h100"
     assert load_endpoints().endpoints

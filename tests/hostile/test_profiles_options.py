@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.hostile.test_cli import assert_one_error_line, folder_state, run_cli, untouched, warehouse  # noqa: F401
-from train.profiles import PROFILES_DIR, ProfileError, load_profile
+from train.stages.profiles import PROFILES_DIR, ProfileError, load_profile
 
 WAREHOUSE_COMMANDS = ("llm-stages", "preferences", "evaluate", "describe-tools")
 OPTION_CASES = [
@@ -129,7 +129,7 @@ def test_launch_configs_beside_a_users_own_profile_are_accepted(tmp_path: Path) 
 
 
 def _train_cli(profile: str, tmp_path: Path, warehouse_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "train.run", "--profile", profile, "--warehouse",
+    return subprocess.run([sys.executable, "-m", "train.stages.run", "--profile", profile, "--warehouse",
                            str(warehouse_path), "--output-root", str(tmp_path / "runs"), "--work-dir",
                            str(tmp_path / "work")], capture_output=True, text=True, timeout=180, cwd=tmp_path)
 

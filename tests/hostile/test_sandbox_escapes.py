@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from train.tools import SandboxLimits, SandboxRun, run_python
-from train.tools.sandbox import CGROUP_PREFIX, PROJECT_ROOT, SANDBOX_UID_BASE, SANDBOX_UID_COUNT, memory_plan
+from train.environment.tools import SandboxLimits, SandboxRun, run_python
+from train.environment.tools.sandbox import CGROUP_PREFIX, PROJECT_ROOT, SANDBOX_UID_BASE, SANDBOX_UID_COUNT, memory_plan
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or os.uname().machine != "x86_64",
                                 reason="the sandbox runs as root here; the syscall numbers below are x86_64's")
@@ -208,7 +208,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 assert libc.syscall(250, 1, None) > 0  # this caller's own fresh session keyring, freed when it exits
 serial = libc.syscall(248, b"user", b"toolscale-test-secret", sys.argv[1].encode(), len(sys.argv[1]), -3)
 assert serial > 0, ctypes.get_errno()
-from train.tools import SandboxLimits, run_python
+from train.environment.tools import SandboxLimits, run_python
 code = sys.stdin.read().replace("SERIAL", str(serial))
 run = run_python(code, SandboxLimits(wall_s=8.0))
 print(json.dumps({"stdout": run.stdout, "error": run.error, "serial": serial}))

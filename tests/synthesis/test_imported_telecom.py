@@ -65,7 +65,7 @@ def test_setup_calls_really_run() -> None:
 
 def test_imported_tasks_publish_and_read_back_with_their_contract(tmp_path: Path) -> None:
     from pipeline.regenerate import RegenerateConfig, regenerate
-    from train.tasks import load_training_set
+    from train.environment.tasks import load_training_set
 
     cfg = RegenerateConfig(domains=["telecom"], tasks_per_domain=1, workers=1, base_per_shard=8, imported_limit=20,
                            warehouse=str(tmp_path / "wh.duckdb"), work_dir=str(tmp_path / "work"))

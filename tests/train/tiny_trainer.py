@@ -1,10 +1,10 @@
 """A real transformers Trainer on a tiny Llama (SmolLM2's tokenizer, one 16-wide layer): real checkpoints in a second.
 
-Used by tests/train/test_checkpoints.py in-process, and as a script for the kill test:
+Used by tests/train/models/test_checkpoints.py in-process, and as a script for the kill test:
 
     python -m tests.train.tiny_trainer OUTPUT_DIR TOKENIZER_DIR [--kill-in checkpoint-2/optimizer.pt]
 
-The script resumes exactly as ``train.grpo.train`` does (``train.checkpoints.resume_point``) and prints one JSON
+The script resumes exactly as ``train.stages.grpo.train`` does (``train.models.checkpoints.resume_point``) and prints one JSON
 line. With ``--kill-in`` it SIGKILLs itself halfway through writing that file: the first half of the real bytes is
 on disk, the rest never comes, which is what a kill -9 during ``torch.save`` leaves.
 """
@@ -42,7 +42,7 @@ def tiny_trainer(output_dir: str | Path, tokenizer_dir: str, max_steps: int = 2)
     """A Trainer that saves a full checkpoint (weights, tokenizer, optimizer, scheduler, RNG, state) every step."""
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
-    from train.model import load_tokenizer
+    from train.models.model import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_dir)
     torch.manual_seed(0)
@@ -60,7 +60,7 @@ def tiny_model(folder: str | Path, tokenizer_dir: str) -> str:
     and evaluation run on it in seconds where SmolLM2 takes a minute a step on CPU (its output is noise)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from train.model import load_tokenizer
+    from train.models.model import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_dir)
     torch.manual_seed(0)
@@ -91,7 +91,7 @@ def kill_while_writing(target: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from train.checkpoints import resume_point
+    from train.models.checkpoints import resume_point
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output_dir")

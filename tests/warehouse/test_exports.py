@@ -18,8 +18,8 @@ from datasets import DatasetDict, load_dataset, load_from_disk
 
 from domains.registry import get_spec
 from pipeline.regenerate import RegenerateConfig, regenerate
-from train.policies import unsaid_values
-from train.turns import parse_turn
+from train.environment.policies import unsaid_values
+from train.environment.turns import parse_turn
 from warehouse.exports import TAU2_SCHEMA_PATH, TaskSchemaError, export_hf, export_tau2
 from warehouse.hf_export import FEATURES, source_text
 from warehouse.reader import WarehouseError
@@ -123,7 +123,7 @@ def test_the_export_loads_from_parquet_and_trains_one_sft_step(warehouse: dict[s
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    from train.model import smollm2_folder
+    from train.models.model import smollm2_folder
 
     out = warehouse["root"] / "hf-sft"
     summary = export_hf(warehouse["path"], "latest", out)

@@ -26,7 +26,7 @@ from domains.registry import get_engine, get_spec
 from pipeline.regenerate import RegenerateConfig, regenerate
 from tests.tau2_venv import ensure_tau2_venv
 from tests.warehouse.tau2_export import compare_telecom_replays, run_tau2_check, snapshot_seeds
-from train.tasks import load_training_set
+from train.environment.tasks import load_training_set
 from warehouse.exports import export_tau2
 from warehouse.tau2_package import package_name
 

@@ -17,7 +17,7 @@ from domains import external
 from domains.registry import get_spec
 from pipeline.regenerate import RegenerateConfig, regenerate
 from tests.warehouse.tau2_export import compare_telecom_replays, run_tau2_check, snapshot_seeds
-from train.tasks import load_training_set
+from train.environment.tasks import load_training_set
 from warehouse.exports import export_tau2
 
 pytestmark = pytest.mark.skipif(not all(external.available(s) for s in get_spec("telecom").sources.values()),
