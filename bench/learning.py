@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from train.stages.profiles import STAGES, Profile, load_profile  # noqa: E402
-from train.stages.run import TrainRunConfig  # noqa: E402
+from train.stages.records import TrainRunConfig  # noqa: E402
 from warehouse.location import default_warehouse  # noqa: E402
 from train.stages.sequence import StageRecord, StagesResult, run_stages  # noqa: E402
 from warehouse.errors import WarehouseError  # noqa: E402

@@ -22,7 +22,8 @@ from prefect.artifacts import create_markdown_artifact
 
 from train.stages.launch import launch_training, needs_launch
 from train.stages.profiles import load_profile
-from train.stages.run import TrainRunConfig, run_training
+from train.stages.records import TrainRunConfig
+from train.stages.run import run_training
 from warehouse.location import default_warehouse
 
 ARTIFACT_KEY = "train-orchestrator-run"

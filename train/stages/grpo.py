@@ -32,7 +32,7 @@ from train.environment.env import Environment
 from train.environment.episode import EpisodeLimits, run_episodes, start_episode
 from train.models.model import HFGenerator, VLLMGenerator, load_tokenizer, resolve_model
 from train.stages.profiles import Profile, load_profile
-from train.stages.ranks import shared_resume_point
+from train.stages.world import shared_resume_point
 from train.environment.rewards import reward_with_min_std
 from train.stages.rollout_env import RolloutWorld, build_world
 from train.environment.tasks import TrainingSet, TrainingTask, load_training_set

@@ -1,4 +1,4 @@
-"""What each process of a multi-process run needs to know about its rank, and the entry point every rank runs.
+"""The entry point every rank of a multi-process run runs (what a rank knows of itself is train/stages/world.py).
 
     accelerate launch --num_processes 2 ... -m train.stages.ranks --log-dir LOGS -- --profile cpu-smoke ...
 
@@ -12,69 +12,11 @@ running.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
-import re
-import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def rank() -> int:
-    """This process's global rank (0 when not launched by accelerate/torchrun)."""
-    return int(os.environ.get("RANK", "0"))
-
-
-def world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def is_main() -> bool:
-    """True in the one process that writes the warehouse, the plots and the summary."""
-    return rank() == 0
-
-
-def rank_log(log_dir: str | Path, n: int) -> Path:
-    return Path(log_dir) / f"rank-{n}.log"
-
-
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Ask the kernel to send ``sig`` to this process when its parent dies; exit now if it is already gone."""
-    parent = os.getppid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != parent or parent == 1:  # the parent died before the request took hold
-        os._exit(1)
-
-
-def shared_resume_point(output_dir: str, progress: Callable[[str], None] | None, accelerator: Any) -> str | None:
-    """The checkpoint every rank resumes from: the main process sets incomplete folders aside first, then the others
-    choose from what is left, so all ranks continue at the same step."""
-    from train.models.checkpoints import resume_point
-
-    start = resume_point(output_dir, progress, move=True) if is_main() else None
-    if world_size() > 1:
-        accelerator.wait_for_everyone()
-    if not is_main():
-        start = resume_point(output_dir, progress, move=False)
-    return start
-
-
-def _cpu_rank_storage(storage: Any, location: str) -> Any:
-    return storage if re.fullmatch(r"cpu:\d+", location) else None
-
-
-def accept_cpu_rank_locations() -> None:
-    """Let ``torch.load`` map onto ``cpu:N``: on resume the Trainer loads the optimizer with ``map_location`` set to
-    the rank's device, which for CPU rank N is ``cpu:N``, a location torch does not know by itself."""
-    import torch.serialization
-
-    torch.serialization.register_package(100, lambda obj: None, _cpu_rank_storage)
+from train.stages.world import accept_cpu_rank_locations, die_with_parent, is_main, rank, rank_log
 
 
 def _send_output_to(path: Path) -> None:
@@ -96,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     accept_cpu_rank_locations()
     if not is_main():
         _send_output_to(rank_log(args.log_dir, rank()))
-    from train.stages.run import main as run_main
+    from train.stages.run import main as run_main  # after die_with_parent: the trainer's imports take seconds
 
     job = args.job[1:] if args.job[:1] == ["--"] else args.job
     return run_main(job)

@@ -2,7 +2,7 @@
 
     python -m train.stages.run --profile cpu-learn --warehouse warehouse/toolscale.duckdb
 
-The whole run is named as a GRPO run is (``train-<profile>-<snapshot>-<hash>``, train/stages/run.py); each stage is its
+The whole run is named as a GRPO run is (``train-<profile>-<snapshot>-<hash>``, train/stages/records.py); each stage is its
 own ``training_runs`` row ``<run>-<stage>`` with its ``stage`` column, and its own folder beside it under
 ``--output-root``. Each training stage starts from the previous stage's final model (the first from the profile's
 model) and records that as ``start_model`` in its ``config_json``:
@@ -10,7 +10,7 @@ model) and records that as ``start_model`` in its ``config_json``:
 - ``sft``: oracle demonstrations of the training split, SFTTrainer (train/stages/sft.py); final model ``<folder>/final``.
 - ``rft``: ``rft.rounds`` rounds of sampling, verifying and fine-tuning (train/stages/rft.py), in ``<folder>/round-N``;
   its steps are numbered on across rounds. A run in which no round kept an episode leaves the model as it was.
-- ``grpo``: the GRPO run of train/stages/run.py from that model; final model its last checkpoint. With
+- ``grpo``: the GRPO run of train/stages/grpo_job.py from that model; final model its last checkpoint. With
   ``grpo.task_pool: rft_solved`` it draws only the training tasks an rft round solved (``grpo_pool``).
 - ``evaluate``: the start model (``base``) and each earlier stage's final model on the snapshot's test split under
   held-out pricing, with the training prompt's tool count (``data.max_tools``) and limits (train/evaluation/evaluate.py,
@@ -38,7 +38,8 @@ from train.evaluation.diagnose import diagnose_steps
 from train.stages.profiles import Profile, load_profile
 from train.evaluation.report import plot_stages, stages_markdown, wilson_interval
 from train.stages.rft import Acceptance, read_acceptance, read_solved, round_done, run_round
-from train.stages.run import TrainRunConfig, TrainRunResult, _now, _Recorder, load_built, run_identity, train_grpo
+from train.stages.grpo_job import train_grpo
+from train.stages.records import Recorder, TrainRunConfig, TrainRunResult, load_built, now, run_identity
 from train.stages.trainset import BuiltSet
 from warehouse.train_store import read_training_run, read_training_steps, store_training
 
@@ -191,8 +192,8 @@ def _model_exists(path: str | None) -> bool:
     return bool(path) and (Path(str(path)) / "config.json").exists()
 
 
-def _recorder(ctx: _Context, stage_id: str, stage: str, start: str, max_steps: int) -> _Recorder:
-    recorder = _Recorder(ctx.cfg, ctx.profile, ctx.built, Path(ctx.cfg.output_root), ctx.progress, stage_id, stage,
+def _recorder(ctx: _Context, stage_id: str, stage: str, start: str, max_steps: int) -> Recorder:
+    recorder = Recorder(ctx.cfg, ctx.profile, ctx.built, Path(ctx.cfg.output_root), ctx.progress, stage_id, stage,
                          max_steps)
     config = json.loads(recorder.run["config_json"]) | {"stage": stage, "start_model": start}
     recorder.run["config_json"] = json.dumps(config, sort_keys=True, default=str)
@@ -200,14 +201,14 @@ def _recorder(ctx: _Context, stage_id: str, stage: str, start: str, max_steps: i
     return recorder
 
 
-def _failed(recorder: _Recorder, exc: BaseException) -> None:
+def _failed(recorder: Recorder, exc: BaseException) -> None:
     first = str(exc).splitlines()[0] if str(exc) else ""
     recorder.write([], status="failed", error=f"{type(exc).__name__}: {first}")
 
 
-def _finished(ctx: _Context, recorder: _Recorder, stage: str, start: str, final: str, steps_this_attempt: int,
+def _finished(ctx: _Context, recorder: Recorder, stage: str, start: str, final: str, steps_this_attempt: int,
               log: list[dict[str, Any]], **changes: Any) -> StageRecord:
-    recorder.write(log, status="finished", finished_at=_now(), final_checkpoint=final, **changes)
+    recorder.write(log, status="finished", finished_at=now(), final_checkpoint=final, **changes)
     run = read_training_run(ctx.cfg.warehouse, recorder.run_id) or recorder.run
     return StageRecord(stage, recorder.run_id, start, final, True, steps_this_attempt, 0.0, run,
                        read_training_steps(ctx.cfg.warehouse, recorder.run_id))
@@ -365,7 +366,7 @@ def _eval_steps(stage_id: str, evaluations: list[Evaluation]) -> list[dict[str, 
              "cost_mean": e.mean_cost_usd, "completion_tokens": None, "tokens_seen": None,
              "drop_format_error": e.format_error_episodes, "drop_no_final_output": 0, "drop_low_std_group": 0,
              "groups_dropped": 0, "rollouts": e.episodes, "endings_json": "{}", "loss": None, "learning_rate": None,
-             "seconds": e.seconds, "recorded_at": _now(), "stage": "evaluate"}
+             "seconds": e.seconds, "recorded_at": now(), "stage": "evaluate"}
             for n, e in enumerate(evaluations, 1)]
 
 

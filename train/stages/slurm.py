@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from train.stages.launch import LaunchError, Site, failure_line, launch_command
+from train.stages.command import LaunchError, Site, failure_line, launch_command
 from train.stages.profiles import Profile
-from train.stages.run import TrainRunConfig
+from train.stages.records import TrainRunConfig
 
 OK_STATES = {"COMPLETED"}
 SACCT_TRIES = 10  # sacct can lag a few seconds behind squeue

@@ -11,7 +11,7 @@ import pytest
 
 from train.evaluation.evaluate import EvalConfig, evaluation_set
 from train.stages.profiles import load_profile
-from train.stages.run import run_config
+from train.stages.records import run_config
 from train.environment.tasks import load_training_set
 from train.stages.trainset import build_training_set
 from warehouse.errors import WarehouseError

@@ -20,9 +20,10 @@ import pytest
 import yaml
 
 from tests.train.conftest import MODEL_CACHE, REPO
-from train.stages.launch import LaunchError, Site, failure_line, launch_command, launch_training, needs_launch, result_from
+from train.stages.command import LaunchError, Site, failure_line, launch_command
+from train.stages.launch import launch_training, needs_launch, result_from
 from train.stages.profiles import PROFILES_DIR, ProfileError, load_profile
-from train.stages.run import TrainRunConfig
+from train.stages.records import TrainRunConfig
 from train.stages.slurm import render_sbatch, run_job
 from flows.train_orchestrator import train_flow
 from warehouse.train_store import read_training_run, read_training_steps
@@ -173,7 +174,7 @@ def test_a_cpu_rank_loads_state_saved_for_its_own_device() -> None:
 
     import torch
 
-    from train.stages.ranks import accept_cpu_rank_locations
+    from train.stages.world import accept_cpu_rank_locations
 
     saved = io.BytesIO()
     torch.save({"exp_avg": torch.ones(3)}, saved)

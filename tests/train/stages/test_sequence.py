@@ -10,7 +10,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from train.stages.run import TrainRunConfig, run_training
+from train.stages.records import TrainRunConfig
+from train.stages.run import run_training
 from warehouse.train_store import read_training_run, read_training_steps, store_training
 
 PROFILE = """
@@ -84,7 +85,7 @@ def test_an_older_warehouse_gains_the_stage_column_and_its_runs_read_grpo(wareho
 def test_grpo_draws_only_the_tasks_an_rft_round_solved_when_the_profile_asks(warehouse: str, tmp_path: Path) -> None:
     from train.stages.profiles import load_profile
     from train.stages.rft import SOLVED_FILE
-    from train.stages.run import load_built
+    from train.stages.records import load_built
     from train.stages.sequence import _Context, grpo_pool
 
     profile_path = tmp_path / "pool-test.yaml"

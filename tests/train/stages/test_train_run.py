@@ -18,7 +18,8 @@ from train.environment.env import Environment
 from train.evaluation.diagnose import diagnose_steps
 from train.evaluation.report import plot_reward_curves, reward_figure, run_markdown
 from train.stages.profiles import load_profile
-from train.stages.run import main, run_identity, steps_from_log
+from train.stages.records import run_identity, steps_from_log
+from train.stages.run import main
 from train.stages.trainset import build_training_set, preference_from_pair
 from warehouse.pricing_store import read_pairs
 from warehouse.train_store import read_training_run, read_training_steps, store_training
