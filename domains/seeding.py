@@ -95,6 +95,11 @@ def _date_of(value: str) -> str:
     return value[:10]
 
 
+def _weekday(value: str) -> int:
+    """0 for Monday .. 6 for Sunday: fixtures and lessons keep to the week's rhythm."""
+    return date.fromisoformat(value[:10]).weekday()
+
+
 def email_from(full_name: str, number: int) -> str:
     """An e-mail address that matches its owner's name: 'Ana Müller', 7 -> 'ana.muller7@example.com'."""
     local = ".".join(full_name.lower().split()).replace("ü", "u").replace("ö", "o").replace("é", "e")
@@ -106,7 +111,8 @@ _SAFE_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, a
                ast.UAdd, ast.Not, ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
                ast.In, ast.NotIn, ast.Tuple, ast.List)
 FORMULA_FUNCS = {"round", "min", "max", "abs", "int", "float", "str", "lower", "upper", "date_add",
-                 "datetime_add", "date_of", "randint", "uniform", "choice", "email_from"}
+                 "datetime_add", "date_of", "randint", "uniform", "choice", "email_from", "geography",
+                 "great_circle_km", "phone_for", "iban_for", "weekday"}
 
 
 def _parse_formula(expr: str) -> ast.Expression:
@@ -156,12 +162,15 @@ class Formula:
         self.code = compile(tree, "<formula>", "eval")
 
     def __call__(self, row: dict[str, Any], rng: random.Random, now: str | None = None) -> Any:
+        from domains import geography
+
         env: dict[str, Any] = {"now": now,
             "round": round, "min": min, "max": max, "abs": abs, "int": int, "float": float, "str": str,
             "lower": str.lower, "upper": str.upper, "date_add": _date_add, "datetime_add": _datetime_add,
-            "date_of": _date_of, "email_from": email_from, "randint": rng.randint,
+            "date_of": _date_of, "weekday": _weekday, "email_from": email_from, "randint": rng.randint,
             "choice": lambda *xs: rng.choice(xs), "uniform": lambda a, b: round(rng.uniform(a, b), 2),
-            "_mul": _bounded_mul,
+            "_mul": _bounded_mul, "geography": geography.field_of, "great_circle_km": geography.great_circle_km,
+            "phone_for": lambda key: geography.phone_for(key, rng), "iban_for": lambda key: geography.iban_for(key, rng),
         }
         env.update(row)
         return eval(self.code, {"__builtins__": {}}, env)  # noqa: S307 - AST whitelisted above
@@ -253,8 +262,10 @@ def seed_tables(conn: sqlite3.Connection, spec: DomainSpec, seed: int) -> None:
     Tables are seeded parents first. Columns that read rows seeded later (``query``, ``after``/``before`` of a
     back-reference, and formulas over them) are stored as placeholders and filled in a second pass, once every
     table holds its rows."""
+    from domains.geography import install_geography_function
     from domains.spec import SpecError
 
+    install_geography_function(conn)  # filtered references and queries may read the map (great_circle_km)
     values: dict[str, list[dict[str, Any]]] = {}
     conn.execute("BEGIN")
     try:
@@ -423,7 +434,7 @@ def _null_problem(table: Table, col: Column, values: list[Any]) -> str | None:
 # Recipes that read other rows or the geography table: a path names a value reachable from the row being seeded.
 # "placed_at" is a column of the row, "trip_id.created_on" a column of the row its foreign key references (hops
 # chain), and "orders(payment_id).placed_at" a column of the first row of orders whose payment_id is this row.
-CONTEXT_KINDS = {"after", "before", "place", "query"}
+CONTEXT_KINDS = {"after", "before", "place", "query", "distance"}
 UNIT_MINUTES = {"minutes": 1, "hours": 60, "days": 1440}
 DATE_LITERAL = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}:\d{2})?$")  # a bound may be a fixed date
 PATH_STEP = re.compile(r"^([a-z][a-z0-9_]*)(?:\(([a-z][a-z0-9_]*)\))?$")
@@ -468,7 +479,8 @@ def parse_path(spec: DomainSpec, table: Table, path: str) -> tuple[tuple[Hop, ..
 
 def recipe_paths(recipe: dict[str, Any]) -> list[str]:
     """The paths a context recipe reads (``now`` is the clock, not a path)."""
-    keys = {"after": ("of", "until"), "before": ("of", "since"), "place": ("of", "in")}.get(recipe["kind"], ())
+    keys = {"after": ("of", "until"), "before": ("of", "since"), "place": ("of", "in"),
+            "distance": ("from", "to")}.get(recipe["kind"], ())
     paths = [p for k in keys if k in recipe for p in ([recipe[k]] if isinstance(recipe[k], str) else recipe[k])]
     return [p for p in paths if p != "now" and not DATE_LITERAL.match(p)]
 
@@ -549,7 +561,17 @@ class SeedContext:
             return self._shifted(col, row, rng)
         if kind == "place":
             return self._place(recipe, row, rng)
+        if kind == "distance":
+            return self._distance(recipe, row)
         return self._query(recipe["sql"], row)
+
+    def _distance(self, recipe: dict[str, Any], row: dict[str, Any]) -> int | None:
+        """The great-circle distance between the places two paths name, times ``factor`` (a route's detour),
+        in whole km; the same both ways."""
+        from domains import geography
+
+        km = geography.great_circle_km(self.resolve(recipe["from"], row), self.resolve(recipe["to"], row))
+        return None if km is None else int(round(km * recipe.get("factor", 1.0)))
 
     def _shifted(self, col: Column, row: dict[str, Any], rng: random.Random) -> Any:
         recipe = col.seed
@@ -571,15 +593,23 @@ class SeedContext:
         from domains import geography
 
         field = recipe["field"]
-        if "of" in recipe:
-            return geography.field_of(self.resolve(recipe["of"], row), field)
-        where = dict(recipe.get("where", {}))
-        if "in" in recipe:
-            where["country"] = self.resolve(recipe["in"], row)
-        options = geography.matching(where)
-        if not options:
-            raise ValueError(f"no place in the geography table has {where}")
-        return rng.choice(options).get(field)
+        place = geography.place_of(str(self.resolve(recipe["of"], row))) if "of" in recipe else None
+        if place is None:  # no path, or one that finds no row: a place drawn like any other
+            if "of" in recipe and field not in geography.GENERATED:
+                return None
+            where = dict(recipe.get("where", {}))
+            if "in" in recipe:
+                where["country"] = self.resolve(recipe["in"], row)
+            options = geography.matching(where)
+            if not options:
+                raise ValueError(f"no place in the geography table has {where}")
+            place = rng.choice(options)
+        if field in geography.GENERATED:
+            return geography.generated(field, place, rng)
+        value = place.get(field)
+        if "plus" in recipe:  # a site near the place: a station some metres above its town
+            value = int(round(value)) + rng.randint(*recipe["plus"])
+        return value
 
     def _bounded(self, sql: str, row: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Rows of a spec-written read, ``:name`` bound to the row's columns and ``:now``, within a step budget

@@ -473,7 +473,8 @@ def _column_problems(spec: DomainSpec, t: Table, c: Column, tables: dict[str, Ta
 
 
 def _context_recipe_problems(spec: DomainSpec, t: Table, c: Column) -> list[str]:
-    """Recipes that read other rows (after, before, place, query): paths resolve, types fit, order holds."""
+    """Recipes that read other rows (after, before, place, distance, query): paths resolve, types fit, order
+    holds."""
     from domains.seeding import CONTEXT_KINDS, parse_path, recipe_paths
 
     recipe = c.seed
@@ -507,10 +508,16 @@ def _context_recipe_problems(spec: DomainSpec, t: Table, c: Column) -> list[str]
             out.append("seed: min is greater than max")
         if kind == "after" and "since" in recipe or kind == "before" and "until" in recipe:
             out.append(f"seed: an {kind} recipe is bounded by {'until' if kind == 'after' else 'since'}")
+    if kind == "distance" and c.type not in ("integer", "real"):
+        out.append(f"seed: a distance recipe makes km; the column is {c.type}")
     if kind == "place":
         from domains import geography
-        if c.type != "text":
-            out.append(f"seed: a place recipe makes text; the column is {c.type}")
+        numeric = recipe["field"] in geography.NUMBER_FIELDS or recipe["field"] == "iban_length"
+        if c.type != "text" and not (numeric and c.type in ("integer", "real")):
+            out.append(f"seed: a place recipe's {recipe['field']} is {'a number' if numeric else 'text'}; "
+                       f"the column is {c.type}")
+        if "plus" in recipe and recipe["field"] not in geography.NUMBER_FIELDS:
+            out.append(f"seed.plus: adds to a number (elevation_m, lat, lon); {recipe['field']} is not one")
         if "where" in recipe and not geography.matching(recipe["where"]):
             out.append(f"seed.where: no place in {geography.GEOGRAPHY_PATH.name} matches {recipe['where']}")
         if c.enum is not None and "of" not in recipe and "in" not in recipe:
@@ -559,7 +566,7 @@ def _seed_sql_problems(spec: DomainSpec, guard: StatementGuard) -> list[str]:
                 out.append(f"{where}: {_sql_message(str(exc))}")
     for i, tool in enumerate(spec.tools):
         texts = [tool.returns_sql, *tool.effects, *(p.sql for p in tool.preconditions), *tool.candidates]
-        if any(re.search(r"\bgeography\s*\(", x, re.IGNORECASE) for x in texts):
+        if any(re.search(r"\b(geography|great_circle_km)\s*\(", x, re.IGNORECASE) for x in texts):
             out.append(f"tools[{i}]: geography() is for invariants and seeding only; tools read the domain's tables")
     return out
 
