@@ -470,8 +470,11 @@ def parse_path(spec: DomainSpec, table: Table, path: str) -> tuple[tuple[Hop, ..
             col = current.column(name)
             if col is None or col.references is None:
                 raise ValueError(f"path {path!r}: {name!r} is not a foreign-key column of {current.name}")
+            target = next((t for t in spec.tables if t.name == col.references[0]), None)
+            if target is None:  # the spec names a missing table; its own check reports that
+                raise ValueError(f"path {path!r}: {name!r} references {col.references[0]}, which is not a table")
             hops.append(Hop(col.references[0], name, False))
-            current = next(t for t in spec.tables if t.name == col.references[0])
+            current = target
     if current.column(steps[-1]) is None:
         raise ValueError(f"path {path!r}: {current.name} has no column {steps[-1]!r}")
     return tuple(hops), steps[-1]

@@ -108,6 +108,7 @@ def task_figures(engine: DomainEngine, facts: TaskFacts, derivation: Derivation 
         "staff_only_calls": sum(c.name in staff_only_tools(spec) for c in calls) if customer else 0,
         "internal_ids": len(ids.findall(facts.request)) if ids else 0,
         "invariant_violations": violations,
+        "invariants": len(spec.invariants),  # the plausibility facts the domain declares (``toolscale audit``)
         "noop_writes": noops,
         "empty_passes": int(lazy.empty_ours) + int(lazy.empty_tau2),
         "parrot_passes": int(lazy.parrot_ours) + int(lazy.parrot_tau2),
@@ -196,8 +197,8 @@ def language_figures(facts: TaskFacts, now: str | None) -> dict[str, Any]:
 LANGUAGE_SLIPS = ("greeting_clock_contradictions", "doubled_words", "doubled_joiners", "plural_slips",
                   "lowercased_names")
 AUDIT_COLUMNS = ("domain", "converted", "tasks", "identified_share", "policy_hinged_share", "forbidden_share",
-                 "staff_only_calls", "requests_naming_internal_ids", "invariant_violations", "noop_writes",
-                 "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
+                 "staff_only_calls", "requests_naming_internal_ids", "invariants", "invariant_violations",
+                 "noop_writes", "empty_passes", "parrot_passes", "short_communicate", "communicate_in_request",
                  "underivable_arguments", "top_opening_share", "top_opening", "distinct_bigrams", "distinct_personas",
                  *LANGUAGE_SLIPS,
                  "clause_skeletons", "request_clauses", "top_skeleton_share", "top_skeleton", *OUTCOME_COLUMNS,
@@ -220,6 +221,7 @@ def aggregate(domain: str, figures: list[dict[str, Any]], requests: list[str]) -
         "forbidden_share": share("forbidden"),
         "staff_only_calls": sum(f["staff_only_calls"] for f in figures),
         "requests_naming_internal_ids": sum(bool(f["internal_ids"]) for f in figures),
+        "invariants": max((f.get("invariants", 0) for f in figures), default=0),
         "invariant_violations": sum(f["invariant_violations"] for f in figures),
         "noop_writes": sum(f["noop_writes"] for f in figures),
         "empty_passes": sum(f["empty_passes"] for f in figures),

@@ -26,6 +26,7 @@ TABLES = (
         ("bigrams", "distinct_bigrams", "{}", "distinct word pairs over the requests"),
         ("patterns", ("clause_skeletons", "request_clauses"), "{}/{}",
          "distinct request-clause patterns (values blanked) / request clauses"),
+        ("invariants", "invariants", "{}", "invariants the domain declares: facts its data keeps"),
     )),
     ("Problems (each gated at 0)", (
         ("do-nothing", "empty_passes", "{}", "tasks an agent that does nothing passes"),

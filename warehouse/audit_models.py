@@ -28,6 +28,7 @@ class SnapshotAudit(SQLModel, table=True):
     forbidden_share: float = Field(sa_type=Double)
     staff_only_calls: int
     requests_naming_internal_ids: int
+    invariants: int = 0  # invariants the domain's spec declares (facts its seeded data and gold end states keep)
     invariant_violations: int
     noop_writes: int
     empty_passes: int
@@ -61,7 +62,7 @@ ADDED_COLUMNS = {"greeting_clock_contradictions": "INTEGER", "doubled_words": "I
                  "clause_skeletons": "INTEGER", "request_clauses": "INTEGER", "top_skeleton_share": "DOUBLE",
                  "top_skeleton": "VARCHAR", "write_share": "DOUBLE", "refuse_all_share": "DOUBLE",
                  "unwritten_rule_decisions": "INTEGER DEFAULT 0",
-                 "underivable_arguments": "INTEGER DEFAULT 0"}
+                 "underivable_arguments": "INTEGER DEFAULT 0", "invariants": "INTEGER DEFAULT 0"}
 
 
 def add_missing_columns(con: duckdb.DuckDBPyConnection) -> None:

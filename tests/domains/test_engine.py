@@ -7,7 +7,7 @@ import pytest
 from domains.engine import DomainEngine
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 
-WEATHER_SEED0 = "555b51f3bcf1aea7fb4e407df87de495cd90bc76aa168843daa8726c81c4e0bc"
+WEATHER_SEED0 = "3d402d7f3b9c6efd577faa8a44e8acfd847949904c17039c91938418ddbd6efb"
 
 
 def test_same_seed_same_fingerprint_for_every_domain() -> None:
@@ -19,7 +19,7 @@ def test_same_seed_same_fingerprint_for_every_domain() -> None:
 
 
 def test_weather_fingerprint_is_stable_across_machines() -> None:
-    # Pinned: a change here means seeded data changed for every user of seed 0 (last: regions from the geography table).
+    # Pinned: a change here means seeded data changed for every user of seed 0 (last: station elevations and alert hazards that fit their place).
     assert DomainEngine(get_spec("weather"), 0).fingerprint == WEATHER_SEED0
     db = get_engine("weather").fresh()
     assert db.query("SELECT station_id, status FROM stations ORDER BY station_id LIMIT 1") == [("WS0001", "active")]

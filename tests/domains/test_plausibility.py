@@ -57,6 +57,91 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
     ("weather", "region_in_its_country_and_climate", "SELECT region_id FROM regions ORDER BY region_id LIMIT 1",
      "UPDATE regions SET country = CASE country WHEN 'Italy' THEN 'Greece' ELSE 'Italy' END WHERE region_id = :key"),
     ("sport", "venues_in_the_club_town", "SELECT 'VN002'", "UPDATE venues SET city = 'Prague' WHERE venue_id = :key"),
+    # the plausibility layer of issue 39: geography, time, money, domain rules and names
+    ("railway", "route_distance_follows_geography", "SELECT 'RT001'",
+     "UPDATE routes SET distance_km = distance_km * 3 WHERE route_id = :key"),
+    ("railway", "route_distance_symmetric", "SELECT 'RT999'",
+     "INSERT INTO routes (route_id, name, origin_station_id, destination_station_id, distance_km, duration_min) "
+     "SELECT :key, 'Mirror Line', destination_station_id, origin_station_id, distance_km + 40, duration_min FROM routes "
+     "WHERE route_id = 'RT001'"),
+    ("railway", "running_time_follows_distance", "SELECT 'RT001'",
+     "UPDATE routes SET duration_min = distance_km * 4 WHERE route_id = :key"),
+    ("weather", "station_elevation_fits_region", "SELECT 'WS0001'",
+     "UPDATE stations SET elevation_m = 1621 + (SELECT CAST(geography(r.name, 'elevation_m') AS INTEGER) FROM regions r "
+     "JOIN stations s USING (region_id) WHERE s.station_id = :key) WHERE station_id = :key"),
+    ("weather", "hazard_fits_season_and_place",
+     "SELECT a.alert_id FROM alerts a JOIN regions r USING (region_id) WHERE geography(r.name, 'elevation_m') < 1000 "
+     "ORDER BY a.alert_id LIMIT 1", "UPDATE alerts SET hazard = 'frost' WHERE alert_id = :key"),
+    ("weather", "june_temperature_fits_elevation", "SELECT 'OB00001'",
+     "UPDATE observations SET temperature_c = -12 WHERE obs_id = :key"),
+    ("ecommerce", "return_after_delivery", "SELECT 'RT0001'",
+     "UPDATE returns SET requested_on = '2024-11-01' WHERE return_id = :key"),
+    ("ecommerce", "return_refund_is_price_paid", "SELECT return_id FROM returns WHERE status = 'refunded' LIMIT 1",
+     "UPDATE returns SET refund_amount = refund_amount + 20 WHERE return_id = :key"),
+    ("ecommerce", "payment_refunds_match_returns",
+     "SELECT p.payment_id FROM payments p JOIN orders o ON o.payment_id = p.payment_id WHERE o.status = 'delivered' LIMIT 1",
+     "UPDATE payments SET refunded_amount = refunded_amount + 35 WHERE payment_id = :key"),
+    ("ecommerce", "pending_order_recent", "SELECT order_id FROM orders WHERE status = 'pending' LIMIT 1",
+     "UPDATE orders SET placed_at = '2024-12-02T09:00:00' WHERE order_id = :key"),
+    ("ecommerce", "product_once_per_order", "SELECT 'OI09999'",
+     "INSERT INTO order_items (item_id, order_id, product_id, quantity, unit_price) "
+     "SELECT :key, order_id, product_id, 1, unit_price FROM order_items WHERE item_id = 'OI00001'"),
+    ("ecommerce", "phone_fits_address_country", "SELECT customer_id FROM addresses ORDER BY address_id LIMIT 1",
+     "UPDATE customers SET phone = '+1 20 555 1234' WHERE customer_id = :key"),
+    ("medicine", "antibiotic_course_without_refills",
+     "SELECT r.prescription_id FROM prescriptions r JOIN drugs d USING (drug_id) WHERE d.drug_class = 'penicillin' LIMIT 1",
+     "UPDATE prescriptions SET fills_remaining = 3 WHERE prescription_id = :key"),
+    ("medicine", "insurer_named_as_insurer", "SELECT 'IP001'",
+     "UPDATE insurance_plans SET plan_name = 'Misty Orchard Partners' WHERE plan_id = :key"),
+    ("finance", "live_loan_within_term", "SELECT loan_id FROM loans WHERE status = 'active' LIMIT 1",
+     "UPDATE loans SET start_date = '2012-01-01' WHERE loan_id = :key"),
+    ("finance", "account_iban_length_fits_country", "SELECT 'AC00001'",
+     "UPDATE accounts SET iban = substr(iban, 1, length(iban) - 1) WHERE account_id = :key"),
+    ("finance", "payee_iban_length_fits_country", "SELECT 'PY0001'",
+     "UPDATE payees SET iban = 'DE891234567890123456789' WHERE payee_id = :key"),
+    ("finance", "payment_reference_fits_payee",
+     "SELECT t.transfer_id FROM transfers t JOIN payees p USING (payee_id) WHERE p.category = 'utilities' LIMIT 1",
+     "UPDATE transfers SET reference = 'Rent' WHERE transfer_id = :key"),
+    ("finance", "phone_fits_home_branch", "SELECT 'CU0001'",
+     "UPDATE customers SET phone = '+1-814-259-7786' WHERE customer_id = :key"),
+    ("sport", "away_fixture_not_at_home", "SELECT 'MA0001'",
+     "UPDATE matches SET home_away = 'away' WHERE match_id = :key"),
+    ("sport", "youth_fixture_outside_school_hours",
+     "SELECT m.match_id FROM matches m JOIN teams t USING (team_id) WHERE t.division = 'youth_league' LIMIT 1",
+     "UPDATE matches SET kickoff_at = '2025-10-08T10:30:00', match_date = '2025-10-08' WHERE match_id = :key"),
+    ("sport", "youth_ticket_cheaper_than_first_team",
+     "SELECT m.match_id FROM matches m JOIN teams t USING (team_id) WHERE t.division = 'youth_league' LIMIT 1",
+     "UPDATE matches SET ticket_price = 30.0 WHERE match_id = :key"),
+    ("travel", "flight_time_follows_distance", "SELECT 'FL0001'",
+     "UPDATE flights SET arrival_at = datetime(departure_at, '+5 hours') WHERE flight_id = :key"),
+    ("travel", "airline_fits_route", "SELECT flight_id FROM flights WHERE origin = 'Berlin' AND destination = 'Istanbul' LIMIT 1",
+     "UPDATE flights SET flight_no = 'IB123' WHERE flight_id = :key"),
+    ("travel", "no_live_booking_on_a_cancelled_flight",
+     "SELECT booking_id FROM flight_bookings WHERE status = 'confirmed' ORDER BY booking_id LIMIT 1",
+     "UPDATE flights SET status = 'cancelled' WHERE flight_id = (SELECT flight_id FROM flight_bookings WHERE booking_id = :key)"),
+    ("travel", "traveller_phone_fits_nationality", "SELECT 'TR0001'",
+     "UPDATE travellers SET phone = '+1-200-200-2000' WHERE traveller_id = :key"),
+    ("education", "room_fits_capacity", "SELECT section_id FROM sections WHERE room LIKE 'Hall%' LIMIT 1",
+     "UPDATE sections SET capacity = 3 WHERE section_id = :key"),
+    ("education", "admitted_at_seventeen_or_older", "SELECT 'ST0001'",
+     "UPDATE students SET admitted_on = date(date_of_birth, '+15 years') WHERE student_id = :key"),
+    ("education", "year_fits_admission", "SELECT student_id FROM students WHERE status = 'active' AND year_level < 4 LIMIT 1",
+     "UPDATE students SET year_level = year_level + 1 WHERE student_id = :key"),
+    ("education", "registrations_beyond_the_seats_dropped", "SELECT 'EN99999'",
+     "INSERT INTO enrolments (enrolment_id, student_id, section_id, term_id, status, grade, registered_on) "
+     "SELECT :key, 'ST0001', s.section_id, s.term_id, 'enrolled', NULL, '2025-11-20' FROM sections s WHERE s.status = 'scheduled' "
+     "AND s.capacity = (SELECT COUNT(*) FROM enrolments e WHERE e.section_id = s.section_id "
+     "AND e.status IN ('enrolled', 'completed', 'withdrawn')) ORDER BY s.section_id LIMIT 1"),
+    ("entertainment", "watched_with_a_subscription", "SELECT 'WL00001'",
+     "UPDATE watchlist_items SET watched = 1, user_id = (SELECT u.user_id FROM users u WHERE u.user_id NOT IN "
+     "(SELECT user_id FROM subscriptions) ORDER BY u.user_id LIMIT 1) WHERE watchlist_id = :key"),
+    ("entertainment", "member_at_least_thirteen", "SELECT 'US0001'",
+     "UPDATE users SET birth_date = date(joined_on, '-10 years') WHERE user_id = :key"),
+    ("entertainment", "event_fits_its_venue", "SELECT 'EV0001'",
+     "UPDATE events SET category = 'theatre', venue_id = (SELECT venue_id FROM venues WHERE name LIKE '%Stadium%' LIMIT 1) "
+     "WHERE event_id = :key"),
+    ("entertainment", "venue_phone_fits_city", "SELECT 'VN001'",
+     "UPDATE venues SET box_office_phone = '+1-555-0100' WHERE venue_id = :key"),
 ]
 
 
@@ -203,7 +288,8 @@ def test_query_sums_child_rows_and_later_formulas_follow_it() -> None:
 def test_place_keeps_city_country_and_currency_together_and_same_gives_one_town() -> None:
     conn, _ = _shop()
     for city, country, currency in conn.execute("SELECT city, country, currency FROM customers"):
-        assert geography.by_city()[city] == geography.Place(city, country, currency, geography.field_of(city, "climate"))
+        place = geography.by_city()[city]
+        assert (place.city, place.country, place.currency) == (city, country, currency)
     towns = {c for (c,) in conn.execute("SELECT city FROM branches")}
     assert len(towns) == 1 and geography.field_of(towns.pop(), "country") == "United Kingdom"
 
@@ -289,3 +375,56 @@ def test_shipped_engines_still_materialise_with_the_new_recipes() -> None:
     for name in ("ecommerce", "travel"):
         engine = get_engine(name)
         assert DomainEngine(engine.spec, 0).fingerprint == engine.fingerprint
+
+
+def test_great_circle_distances_are_symmetric_and_match_the_map() -> None:
+    # London-Paris is 344 km and Madrid-Barcelona 505 km as the crow flies
+    assert geography.great_circle_km("London", "Paris") == pytest.approx(344, abs=5)
+    assert geography.great_circle_km("Madrid Atocha", "Barcelona Sants") == pytest.approx(505, abs=5)
+    assert geography.great_circle_km("Krakow Glowny", "Amsterdam Centraal") == geography.great_circle_km(
+        "Amsterdam Centraal", "Krakow Glowny")
+    assert geography.great_circle_km("Atlantis", "Paris") is None
+    assert geography.place_of("Florence Santa Maria Novella") == geography.by_city()["Florence"]
+    assert geography.place_of("Parisian Cafe") is None  # a city name must be followed by a space
+
+
+def test_railway_routes_follow_the_map_both_ways() -> None:
+    conn, _ = _seeded("railway")
+    geography.install_geography_function(conn)
+    rows = conn.execute("SELECT r.distance_km, r.duration_min, great_circle_km(o.name, d.name) FROM routes r "
+                        "JOIN stations o ON o.station_id = r.origin_station_id "
+                        "JOIN stations d ON d.station_id = r.destination_station_id").fetchall()
+    assert rows and all(1.2 * gc <= km <= 1.3 * gc and 60 <= km * 60 / minutes <= 220 for km, minutes, gc in rows)
+
+
+def test_phone_numbers_and_ibans_follow_their_country() -> None:
+    import random
+
+    rng = random.Random(0)
+    assert geography.phone_for("Hamburg", rng).startswith("+49 ")
+    assert geography.phone_for("Portugal", rng).startswith("+351 ")
+    for code, length in (("GB", 22), ("DE", 22), ("FR", 27), ("PT", 25), ("BE", 16), ("NO", 15)):
+        iban = geography.iban_for(code, rng)
+        assert iban[:2] == code and len(iban) == length and iban[2:].isdigit()
+    conn, _ = _seeded("finance")
+    assert conn.execute("SELECT COUNT(DISTINCT length(iban)) FROM payees").fetchone()[0] > 3
+
+
+def test_distance_and_plus_recipes_read_the_map() -> None:
+    raw = copy.deepcopy(SHOP)
+    raw["tables"][0]["columns"] += [
+        {"name": "elevation_m", "type": "integer", "seed": {"kind": "place", "field": "elevation_m", "of": "city", "plus": [0, 50]}},
+        {"name": "km_from_itself", "type": "integer", "seed": {"kind": "distance", "from": "city", "to": "city", "factor": 1.25}},
+    ]
+    conn, _ = _shop(raw)
+    for city, elevation, km in conn.execute("SELECT city, elevation_m, km_from_itself FROM branches"):
+        assert geography.field_of(city, "elevation_m") <= elevation <= geography.field_of(city, "elevation_m") + 50
+        assert km == 0  # a place is 0 km from itself
+
+
+def test_a_place_recipe_refuses_plus_on_a_text_field() -> None:
+    raw = copy.deepcopy(SHOP)
+    raw["tables"][0]["columns"].append(
+        {"name": "town", "type": "text", "seed": {"kind": "place", "field": "country", "of": "city", "plus": [0, 5]}})
+    with pytest.raises(SpecError, match="seed.plus: adds to a number"):
+        parse_spec(raw, label="shop.yaml")
