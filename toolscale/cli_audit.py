@@ -12,8 +12,9 @@ import json
 from collections import defaultdict
 from typing import Any
 
-# Three tables (what is asked, what must be 0, how it reads), each under 120 characters wide: (header, figure,
-# format, legend). A header is a plain word or two (at most 10 characters); the legend says what it counts and its gate.
+# Four tables (what is asked, what must be 0, the facts the data keeps, how it reads), each under 120 characters
+# wide: (header, figure, format, legend). A header is a plain word or two (at most 10 characters); the legend says
+# what it counts and its gate.
 TABLES = (
     ("Requests", (
         ("tasks", "tasks", "{}", "published tasks"),
@@ -26,7 +27,6 @@ TABLES = (
         ("bigrams", "distinct_bigrams", "{}", "distinct word pairs over the requests"),
         ("patterns", ("clause_skeletons", "request_clauses"), "{}/{}",
          "distinct request-clause patterns (values blanked) / request clauses"),
-        ("invariants", "invariants", "{}", "invariants the domain declares: facts its data keeps"),
     )),
     ("Problems (each gated at 0)", (
         ("do-nothing", "empty_passes", "{}", "tasks an agent that does nothing passes"),
@@ -37,6 +37,9 @@ TABLES = (
         ("staff call", "staff_only_calls", "{}", "staff-only tool calls in customer tasks"),
         ("row ids", "requests_naming_internal_ids", "{}", "requests naming an internal row id"),
         ("unwritten", "unwritten_rule_decisions", "{}", "decisions citing no rule the written policy states"),
+    )),
+    ("Plausibility", (
+        ("invariants", "invariants", "{}", "invariants the domain declares: facts its data and gold end states keep"),
     )),
     ("Wording", (
         ("short say", "short_communicate", "{}", "values to say of 1-2 characters (gate: 0)"),
@@ -85,7 +88,7 @@ def run_audit(args: argparse.Namespace) -> int:
 
 
 def render(snapshot_id: str, stored: bool, rows: list[dict[str, Any]]) -> str:
-    """The audit as three tables, each with a legend of its columns; every line fits 120 characters."""
+    """The audit as four tables, each with a legend of its columns; every line fits 120 characters."""
     lines = [f"snapshot {snapshot_id} ({'stored figures' if stored else 'recomputed from its tasks'}); "
              "domains marked * are gated (their spec declares users and intents)"]
     for title, columns in TABLES:
