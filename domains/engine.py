@@ -423,7 +423,7 @@ def json_text(value: Any) -> Any:
         return None
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # text nested deeper than the parser goes is text, not a value
         return None
 
 

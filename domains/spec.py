@@ -33,6 +33,7 @@ SQL_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 BRACED = re.compile(r"\{[^{}]*\}|[{}]")  # every use of a brace: a whole {...} field, or a lone brace
 RESERVED_PARAMS = {"now"}
+DATABASE_FOLDER = re.compile(r"\w+_db\d+")  # warehouse/exports.py: a domain's database k > 0 is <domain>_db<k>
 KNOWN_FORMATS = {"date", "date-time", "email"}
 
 
@@ -329,6 +330,9 @@ def semantic_problems(spec: DomainSpec, raw: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     if iso_problem(spec.now, "date-time"):
         problems.append(f"now: {iso_problem(spec.now, 'date-time')}")
+    if DATABASE_FOLDER.fullmatch(spec.name):  # the tau2 export names a domain's second database <domain>_db1
+        problems.append(f"domain: {spec.name!r} is written like a database folder (<domain>_db<N>), which the tau2 "
+                        "export gives a domain's further databases; choose another name")
     tables = {t.name: t for t in spec.tables}
     if len(tables) != len(spec.tables):
         problems.append("tables: duplicate table names")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -193,10 +194,34 @@ def check_health(endpoint: Endpoint, timeout: float = 3.0) -> Health:
     if response.status_code != 200:
         return Health(endpoint.name, False, f"HTTP {response.status_code} from /models", latency)
     try:
-        models = [str(m.get("id")) for m in response.json().get("data", [])]
-    except (ValueError, AttributeError):
-        return Health(endpoint.name, False, "the /models answer is not OpenAI-protocol JSON", latency)
+        models = model_ids(response.content)
+    except ValueError as exc:
+        return Health(endpoint.name, False, f"the /models answer is not OpenAI-protocol JSON ({exc})", latency)
     return Health(endpoint.name, True, "ok", latency, models)
+
+
+MAX_MODELS_BYTES = 1_000_000  # a /models answer lists a few models; a larger one is not one
+MAX_MODELS_DEPTH = 8
+
+
+def model_ids(body: bytes) -> list[str]:
+    """The model ids of a ``/models`` answer (``{"data": [{"id": ...}, ...]}``), read without recursion into an
+    answer of any shape: too large, too deep or of another shape is a ``ValueError`` saying which."""
+    from domains.arguments import _json_depth  # the depth count the agent's arguments are read with
+
+    if len(body) > MAX_MODELS_BYTES:
+        raise ValueError(f"over {MAX_MODELS_BYTES:,} bytes")
+    text = body.decode("utf-8", errors="replace")
+    if _json_depth(text) > MAX_MODELS_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_MODELS_DEPTH} levels")
+    try:
+        answer = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(str(exc).split(":")[0]) from None
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
+        raise ValueError('no "data" list of models with an "id" each')
+    return [str(m["id"])[:200] for m in data]
 
 
 def _reason(exc: Exception) -> str:

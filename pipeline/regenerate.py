@@ -116,10 +116,22 @@ class RegenerateConfig:
     def databases(self, domain: str) -> int:
         """How many databases the domain's tasks are spread over: 1 unless asked for more than tasks_per_database,
         and 1 for a domain whose records come from outside (tau2's retail, airline, telecom: the seed changes
-        nothing there, so a second database would hold the same records)."""
+        nothing there, so a second database would hold the same records). Never more than the shards the domain's
+        first plan runs (``planned_shards``): shard i runs on database i mod k, so a database past the shard count
+        would hold no task (``--tasks-per-database 1`` with 40 tasks asked for 40 databases, and 2 got tasks)."""
         if get_spec(domain).sources:
             return 1
-        return max(1, math.ceil(self.requested()[domain] / self.tasks_per_database))
+        wanted = max(1, math.ceil(self.requested()[domain] / self.tasks_per_database))
+        return min(wanted, self.planned_shards(domain, spread=wanted > 1))
+
+    def planned_shards(self, domain: str, spread: bool | None = None) -> int:
+        """How many shards the domain's first plan runs: its tasks over what a shard yields, as measured on one
+        database or (``spread``: on several) on many."""
+        if spread is None:
+            spread = self.databases(domain) > 1
+        measured = DOMAIN_TASKS_PER_BASE_SPREAD if spread else DOMAIN_TASKS_PER_BASE
+        per_base = measured.get(domain, DOMAIN_TASKS_PER_BASE.get(domain, TASKS_PER_BASE))
+        return max(1, math.ceil(self.requested()[domain] / (self.base_per_shard * per_base)))
 
     def database_seed(self, index: int) -> int:
         return (self.seed + index * DATABASE_SEED_STRIDE) % SEEDS
@@ -183,11 +195,8 @@ def published_snapshot(cfg: RegenerateConfig) -> str | None:
 
 def initial_plan(cfg: RegenerateConfig) -> list[ShardConfig]:
     plan = []
-    for domain, n in cfg.requested().items():
-        measured = DOMAIN_TASKS_PER_BASE_SPREAD if cfg.databases(domain) > 1 else DOMAIN_TASKS_PER_BASE
-        per_base = measured.get(domain, DOMAIN_TASKS_PER_BASE.get(domain, TASKS_PER_BASE))
-        shards = max(1, math.ceil(n / (cfg.base_per_shard * per_base)))
-        plan += [cfg.shard(domain, i) for i in range(shards)]
+    for domain in cfg.requested():
+        plan += [cfg.shard(domain, i) for i in range(cfg.planned_shards(domain))]
         if get_spec(domain).imported_tasks is not None:  # its imported tasks come on top of the requested count
             plan.append(replace(cfg.shard(domain, 0), imported=True, imported_limit=cfg.imported_limit))
     return plan
@@ -398,6 +407,8 @@ def database_rows(cfg: RegenerateConfig, records: list[dict[str, Any]],
     for name in cfg.domains:
         for index in range(cfg.databases(name)):
             seed = cfg.database_seed(index)
+            if index and not published[(name, seed)]:  # no empty database: its shards' tasks were all cut
+                continue
             rows.append({"domain": name, "db_index": index, "db_seed": seed,
                          "fingerprint": _fingerprint(name, seed, known), "tasks": published[(name, seed)]})
     return rows

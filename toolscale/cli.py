@@ -260,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier export in --out as one unit (only a folder an export wrote)")
     _warehouse_arg(p)
+    _domains_dir_arg(p)  # a snapshot of a user's own domain exports its spec's policy and package
     p.set_defaults(func=_export)
 
     p = sub.add_parser("serve-env", help="serve a domain's tools over MCP: a database per session, a verify tool")

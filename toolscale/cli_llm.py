@@ -19,12 +19,15 @@ LLM_STAGES = ("paraphrase", "evolve", "propose")
 
 
 def _endpoints(args: argparse.Namespace) -> int:
-    from inference.endpoints import check_health, load_endpoints
+    from inference.endpoints import Health, check_health, load_endpoints
 
     registry = load_endpoints(args.registry)
     rows: list[dict[str, Any]] = []
     for endpoint in registry.endpoints.values():
-        health = check_health(endpoint, timeout=args.timeout)
+        try:
+            health = check_health(endpoint, timeout=args.timeout)
+        except Exception as exc:  # noqa: BLE001 - one endpoint's odd answer is its own line, never the listing's end
+            health = Health(endpoint.name, False, f"not checked: {type(exc).__name__}: {str(exc)[:120]}", None)
         rows.append({"name": endpoint.name, "default": endpoint.name == registry.default,
                      "base_url": endpoint.base_url, "model": endpoint.model, "provider": endpoint.provider,
                      "pricing_key": endpoint.pricing_key, "api_key_env": endpoint.api_key_env,

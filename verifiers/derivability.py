@@ -41,7 +41,12 @@ NUMERIC_DAY = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 ISO_DATETIME = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}):(\d{2})(?::\d{2})?$")
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
-EXPRESSION = re.compile(r"\(*\s*-?\d[\d.]*\s*\)*(?:\s*[-+*/]\s*\(*\s*-?\d[\d.]*\s*\)*)+")  # '121 + 50 * 1'
+# '121 + 50 * 1', '(121 + 50) / 2': each run of spaces sits before a token that only it can reach (an opening bracket
+# or a digit, a closing bracket, an operator), so a failed match backtracks a bounded amount: linear time
+_OPERAND = r"(?:\(\s*)*-?\d[\d.]*(?:\s*\))*"
+EXPRESSION = re.compile(_OPERAND + r"(?:\s*[-+*/]\s*" + _OPERAND + r")+")
+MAX_RULE_CHARS = 256  # a value longer than this is matched only as itself: no rule's pattern reads it
+MAX_DEPTH = 32  # a value nested deeper has no source (a gold's arguments are flat; 32 leaves room)
 AMOUNT = re.compile(r"^(-?\d[\d,]*(?:\.\d+)?)\s*(%|[^\W\d][\w ]*)$")
 
 
@@ -75,6 +80,8 @@ class Derivation:
 
 class _Text:
     """A text with what the rules read from it, computed once: its words, numbers and dates."""
+
+    name: str
 
     def __init__(self, name: str, text: str, clock: date):
         self.name = name
@@ -110,10 +117,67 @@ def _word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
+EXAMPLE = re.compile(r"\b(?:e\.g\.|i\.e\.|for example|for instance|such as|example|written (?:like|as))", re.IGNORECASE)
+SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+CLOCK_LINE = re.compile(r"^The current date and time is .*$", re.MULTILINE)
+# what makes a figure in the policy a fact: a currency before it, a unit after it, or a limit's words before it
+CURRENCY = re.compile(r"[€$£]\s?$|\b(?:EUR|USD|GBP)\s?$")
+UNIT = re.compile(r"^\s?-?\s?(?:%|percent\b|(?:EUR|USD|GBP)\b|(?:euro|dollar|pound|point|second|minute|hour|day|"
+                  r"night|week|month|year)s?\b)", re.IGNORECASE)
+LIMIT = re.compile(r"\b(?:at (?:most|least)|up to|no more than|more than|fewer than|less than|over|under|maximum|"
+                   r"minimum|limit|above|below)\s+(?:of\s+)?$|\bx$", re.IGNORECASE)
+
+
+class _Policy(_Text):
+    """The policy as a source: only what it states as a fact. Its example sentences ('e.g. order #W0000000') are
+    left out of what it says, a figure counts only as a fee, a limit or a period (a currency before it, a unit
+    after it, 'at most' before it; never the clock's), and no number word counts (weather's 'at most two' made 2
+    a source in every weather task)."""
+
+    def __init__(self, text: str, clock: date):
+        super().__init__("policy", _stated(text), clock)
+        self.full = text
+
+    @cached_property
+    def numbers(self) -> set[float]:
+        found = set()
+        facts = CLOCK_LINE.sub("", self.raw)  # the clock's figures (its day, its hour) are no fee, limit or period
+        for m in NUMBER.finditer(facts):
+            before, after = facts[max(0, m.start() - 30):m.start()], facts[m.end():m.end() + 12]
+            is_price = re.fullmatch(r"\d+\.\d\d", m.group(0)) is not None  # '5.00 off': the policy's prices
+            if is_price or CURRENCY.search(before) or UNIT.match(after) or LIMIT.search(before):
+                number = _number(m.group(0))
+                if number is not None:
+                    found.add(number)
+        return found
+
+    @cached_property
+    def words(self) -> set[str]:
+        return set()  # number words are never a source in the policy
+
+    @cached_property
+    def dates(self) -> set[str]:
+        return dates_in_words(self.full, self.clock)
+
+    def has(self, phrase: str, lower: bool = False) -> bool:
+        if NUMBER.fullmatch(phrase.strip()):  # a bare figure is a source only where the policy states it as a fact
+            number = _number(phrase.strip())
+            return number is not None and number in self.numbers
+        return super().has(phrase, lower)
+
+
+def _stated(policy: str) -> str:
+    """The policy without its example sentences."""
+    shielded = re.sub(r"\b(e)\.(g)\.|\b(i)\.(e)\.", lambda m: "".join(g for g in m.groups() if g) + "_x", policy,
+                      flags=re.IGNORECASE)  # 'e.g.' ends no sentence
+    kept = [s for s in SENTENCE_END.split(shielded) if not re.search(r"\b(?:eg|ie)_x|" + EXAMPLE.pattern, s, re.I)]
+    return "\n".join(kept)
+
+
 @lru_cache(maxsize=64)
 def _policy_text(policy: str, clock: date) -> _Text:
     """A domain's policy read once: every task of the domain shares it."""
-    return _Text("policy", policy, clock)
+    return _Policy(policy, clock)
 
 
 def _number(text: str) -> float | None:
@@ -172,20 +236,31 @@ def _read_day(day: int, month: int, year: int | None, weekday: str | None, clock
     return None
 
 
+def _nodes(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Every value inside a call's output with its path, in document order, parents first, JSON text read as what
+    it holds; a loop over a stack, not recursion (a 5,000-deep output is walked like a flat one), and nothing
+    deeper than ``MAX_DEPTH`` levels (an agent reads no field that deep)."""
+    pending: list[tuple[str, Any, int]] = [(path, value, 0)]
+    while pending:
+        where, item, depth = pending.pop()
+        nested = json_text(item)
+        if nested is not None:
+            item = nested
+        yield where, item
+        if depth >= MAX_DEPTH:
+            continue
+        if isinstance(item, dict):
+            pending += [(f"{where}.{k}", v, depth + 1) for k, v in reversed(item.items())]
+        elif isinstance(item, list):
+            pending += [(f"{where}[{i}]", v, depth + 1) for i, v in reversed(list(enumerate(item)))]
+
+
 def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
     """Every scalar inside a call's output with its path: ``[0].trip_id``, ``.total_price``, and inside a column
     of JSON text (``.payment_methods[1].payment_method_id``), which the agent reads like any other field."""
-    nested = json_text(value)
-    if nested is not None:
-        yield from _walk(nested, path)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _walk(v, f"{path}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _walk(v, f"{path}[{i}]")
-    elif value is not None:
-        yield path, value
+    for where, item in _nodes(value, path):
+        if item is not None and not isinstance(item, (dict, list)):
+            yield where, item
 
 
 def _key(value: Any) -> tuple[str, Any] | None:
@@ -237,6 +312,8 @@ class _Outputs:
             return self.cased[value]
         if key in self.exact:
             return self.exact[key] if not isinstance(value, str) else f"case({self.exact[key]})"
+        if isinstance(value, str) and len(value) > MAX_RULE_CHARS:
+            return None
         if isinstance(value, str) and NUMBER.fullmatch(value) and ("n", _number(value)) in self.exact:
             return f"number({self.exact[('n', _number(value))]})"
         if isinstance(value, str) and ISO_DATE.match(value) and value in self.day:
@@ -247,16 +324,9 @@ class _Outputs:
 
 
 def _lists(value: Any, path: str) -> Iterator[tuple[str, list[Any]]]:
-    nested = json_text(value)
-    if nested is not None:
-        yield from _lists(nested, path)
-    elif isinstance(value, list):
-        yield path, value
-        for i, v in enumerate(value):
-            yield from _lists(v, f"{path}[{i}]")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _lists(v, f"{path}.{k}")
+    for where, item in _nodes(value, path):
+        if isinstance(item, list):
+            yield where, item
 
 
 class Sources:
@@ -275,12 +345,28 @@ class Sources:
     def source(self, value: Any, schema: dict[str, Any] | None = None) -> Any:
         """The source of ``value`` (a string, or a list / object of sources for a list / object); None when it has
         none. ``schema``: the parameter's JSON schema, for enum values, defaults and booleans."""
-        schema = schema or {}
-        if isinstance(value, list):
-            return [self.source(v, schema.get("items") or {}) for v in value]
-        if isinstance(value, dict):
-            props = schema.get("properties") or {}
-            return {k: self.source(v, props.get(k) or {}) for k, v in value.items()}
+        if not isinstance(value, (list, dict)):
+            return self._scalar(value, schema or {})
+        # lists and objects element by element, with a stack (no recursion), and no deeper than MAX_DEPTH
+        root: list[Any] = [None]
+        pending: list[tuple[Any, dict[str, Any], Any, Any, int]] = [(value, schema or {}, root, 0, 0)]
+        while pending:
+            item, item_schema, holder, key, depth = pending.pop()
+            if not isinstance(item, (list, dict)):
+                holder[key] = self._scalar(item, item_schema)
+            elif depth >= MAX_DEPTH:
+                holder[key] = None  # nested deeper than any gold's arguments: no source
+            elif isinstance(item, list):
+                holder[key] = [None] * len(item)
+                items = item_schema.get("items") if isinstance(item_schema.get("items"), dict) else {}
+                pending += [(v, items, holder[key], i, depth + 1) for i, v in enumerate(item)]
+            else:
+                holder[key] = dict.fromkeys(item)
+                props = item_schema.get("properties") if isinstance(item_schema.get("properties"), dict) else {}
+                pending += [(v, props.get(k) or {}, holder[key], k, depth + 1) for k, v in item.items()]
+        return root[0]
+
+    def _scalar(self, value: Any, schema: dict[str, Any]) -> Any:
         if value is None or isinstance(value, bool):
             return "schema"
         found = self._said(value) or self.outputs.find(value)
@@ -296,6 +382,8 @@ class Sources:
         for t in self.texts:
             if t.has(text):
                 return t.name
+        if len(text) > MAX_RULE_CHARS:  # the length cap comes before any rule's pattern
+            return None
         for t in self.texts:
             if isinstance(value, str) and t.has(value, lower=True):
                 return f"case({t.name})"
@@ -313,6 +401,8 @@ class Sources:
 
     def _computed(self, value: Any) -> str | None:
         """A date-time read as a day and a time, a number with its unit, or a sum or count of a returned list."""
+        if isinstance(value, str) and len(value) > MAX_RULE_CHARS:  # the length cap comes before any pattern
+            return None
         if isinstance(value, str):
             m = ISO_DATETIME.match(value)
             if m:
@@ -340,13 +430,26 @@ def _shown(value: Any) -> str:
 
 
 def _missing(source: Any, where: str, value: Any) -> list[str]:
-    if source is None:
-        return [f"{where} = {value!r}"]
-    if isinstance(source, list):
-        return [m for i, s in enumerate(source) for m in _missing(s, f"{where}[{i}]", value[i])]
-    if isinstance(source, dict):
-        return [m for k, s in source.items() for m in _missing(s, f"{where}.{k}", value[k])]
-    return []
+    """Each value without a source, named by where it sits (a loop over a stack, in order)."""
+    found: list[str] = []
+    pending = [(source, where, value)]
+    while pending:
+        src, at, item = pending.pop()
+        if src is None:
+            found.append(f"{at} = {_clipped(item)}")
+        elif isinstance(src, list):
+            pending += [(src[i], f"{at}[{i}]", item[i]) for i in reversed(range(len(src)))]
+        elif isinstance(src, dict):
+            pending += [(src[k], f"{at}.{k}", item[k]) for k in reversed(list(src))]
+    return found
+
+
+def _clipped(value: Any) -> str:
+    """``repr`` of a value, at most 120 characters; a list or object is not walked (it may be deeply nested)."""
+    if isinstance(value, (list, dict)):
+        return f"<{type(value).__name__} of {len(value)} nested deeper than {MAX_DEPTH} levels>"
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def derive(calls: Sequence[ToolCall], outputs: Sequence[Any], communicate: Sequence[str], evidence: Evidence,
@@ -374,7 +477,17 @@ CALL_REF = re.compile(r"call\[(\d+)\]")
 
 def referenced_calls(sources: Any) -> set[int]:
     """The positions of the calls whose outputs some value in ``sources`` (a ``Derivation.sources``) is read from."""
-    return {int(i) for i in CALL_REF.findall(repr(sources))}
+    found: set[int] = set()
+    pending = [sources]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            found.update(int(i) for i in CALL_REF.findall(item))
+        elif isinstance(item, dict):
+            pending += [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple)):
+            pending += item
+    return found
 
 
 def evidence_for(spec: Any, words: str) -> Evidence:

@@ -31,7 +31,7 @@ from domains.registry import get_engine, get_spec
 from domains.spec import DomainSpec
 from warehouse.export_folder import check_export_target, staged_export
 from warehouse.hf_export import export_hf
-from warehouse.reader import WarehouseError, connect_readonly, published_meta
+from warehouse.reader import WarehouseError, check_domains_known, connect_readonly, published_meta
 from warehouse.tau2_package import write_tau2_package
 
 __all__ = ["TAU2_SCHEMA_PATH", "TaskSchemaError", "export_hf", "export_tau2", "policy_markdown", "tau2_problems"]
@@ -64,6 +64,7 @@ def export_tau2(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
     out = Path(out_dir)
     with closing(connect_readonly(warehouse_path)) as con:
         sid = published_meta(con, snapshot)["snapshot_id"]
+        check_domains_known(con, sid)
         domains = con.execute("SELECT domain, db_seed, spec_hash, fingerprint FROM domains WHERE snapshot_id = ? "
                               "ORDER BY domain", [sid]).fetchall()
         listed = con.execute("SELECT domain, db_index, db_seed, fingerprint FROM domain_databases WHERE snapshot_id = ? "
@@ -73,6 +74,10 @@ def export_tau2(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
     spec_hashes = {d: spec_hash for d, _, spec_hash, _ in domains}
     # a snapshot from before the domain_databases table: each domain's one database, as its domains row says
     databases = listed or [(d, 0, seed, fp) for d, seed, _, fp in domains]
+    used = {(d, seed) for _, d, seed, _ in tasks}
+    # no empty database folder: a further database no published task runs on is not written (snapshots from before
+    # the count was bounded by the shards list some)
+    databases = [row for row in databases if row[1] == 0 or (row[0], row[2]) in used]
     folders = {(d, seed): d if index == 0 else f"{d}_db{index}" for d, index, seed, _ in databases}
     per_folder: dict[str, list[dict[str, Any]]] = {name: [] for name in folders.values()}
     for task_id, domain, seed, tau2_json in tasks:

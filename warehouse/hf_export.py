@@ -29,7 +29,7 @@ from train.environment.policies import DialogueOracle
 from train.environment.tasks import TrainingTask, load_training_set
 from train.environment.user_sim import ScriptedUser, first_person, opening_message
 from warehouse.export_folder import check_export_target, staged_export
-from warehouse.reader import connect_readonly, published_meta
+from warehouse.reader import check_domains_known, connect_readonly, published_meta
 from warehouse.tau2_package.build import task_splits
 
 SPLITS = ("train", "test")
@@ -97,6 +97,7 @@ def export_hf(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
     with closing(connect_readonly(warehouse_path)) as con:
         meta = published_meta(con, snapshot)
         sid = meta["snapshot_id"]
+        check_domains_known(con, sid)
         stored = _stored_rows(con, sid)
         tools = _tool_kinds(con, sid)
         rejections = dict(con.execute(

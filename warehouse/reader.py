@@ -49,6 +49,18 @@ def published_meta(con: duckdb.DuckDBPyConnection, snapshot: str) -> dict[str, A
     return meta
 
 
+def check_domains_known(con: duckdb.DuckDBPyConnection, snapshot_id: str) -> None:
+    """Refuse a snapshot holding a domain this process cannot load (a user's own, without ``--domains-dir``)."""
+    from domains.registry import available_domains  # local: the reader is used where no domain is loaded
+
+    held = [str(d) for (d,) in con.execute("SELECT DISTINCT domain FROM domains WHERE snapshot_id = ? ORDER BY 1",
+                                           [snapshot_id]).fetchall()]
+    unknown = [d for d in held if d not in set(available_domains())]
+    if unknown:
+        raise WarehouseError(f"snapshot {snapshot_id} holds domain {unknown[0]!r}, whose spec is not known here; "
+                             "pass --domains-dir with the folder that holds it (or set $TOOLSCALE_DOMAINS_DIR)")
+
+
 def list_snapshots(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Every snapshot, newest first, with its headline figures."""
     rows = con.execute(
