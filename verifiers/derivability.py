@@ -120,19 +120,12 @@ def _word(char: str) -> bool:
 EXAMPLE = re.compile(r"\b(?:e\.g\.|i\.e\.|for example|for instance|such as|example|written (?:like|as))", re.IGNORECASE)
 SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 CLOCK_LINE = re.compile(r"^The current date and time is .*$", re.MULTILINE)
-# what makes a figure in the policy a fact: a currency before it, a unit after it, or a limit's words before it
-CURRENCY = re.compile(r"[€$£]\s?$|\b(?:EUR|USD|GBP)\s?$")
-UNIT = re.compile(r"^\s?-?\s?(?:%|percent\b|(?:EUR|USD|GBP)\b|(?:euro|dollar|pound|point|second|minute|hour|day|"
-                  r"night|week|month|year)s?\b)", re.IGNORECASE)
-LIMIT = re.compile(r"\b(?:at (?:most|least)|up to|no more than|more than|fewer than|less than|over|under|maximum|"
-                   r"minimum|limit|above|below)\s+(?:of\s+)?$|\bx$", re.IGNORECASE)
-
-
+DATE_OR_TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
 class _Policy(_Text):
-    """The policy as a source: only what it states as a fact. Its example sentences ('e.g. order #W0000000') are
-    left out of what it says, a figure counts only as a fee, a limit or a period (a currency before it, a unit
-    after it, 'at most' before it; never the clock's), and no number word counts (weather's 'at most two' made 2
-    a source in every weather task)."""
+    """The policy as a source: only what it states as a fact (a fee, a limit, a period: its rules' figures). Its
+    example sentences ('e.g. order #W0000000', 'written like 12.99 EUR') are left out of what it says, the
+    clock's figures (its day, its hour) are no source of a number, and no number word counts (weather's 'at most
+    two' made 2 a source in every weather task)."""
 
     def __init__(self, text: str, clock: date):
         super().__init__("policy", _stated(text), clock)
@@ -140,16 +133,9 @@ class _Policy(_Text):
 
     @cached_property
     def numbers(self) -> set[float]:
-        found = set()
-        facts = CLOCK_LINE.sub("", self.raw)  # the clock's figures (its day, its hour) are no fee, limit or period
-        for m in NUMBER.finditer(facts):
-            before, after = facts[max(0, m.start() - 30):m.start()], facts[m.end():m.end() + 12]
-            is_price = re.fullmatch(r"\d+\.\d\d", m.group(0)) is not None  # '5.00 off': the policy's prices
-            if is_price or CURRENCY.search(before) or UNIT.match(after) or LIMIT.search(before):
-                number = _number(m.group(0))
-                if number is not None:
-                    found.add(number)
-        return found
+        # the clock's figures (its day, its hour: 'It is now 2024-05-15 15:00:00') are no fee, limit or period
+        facts = DATE_OR_TIME.sub(" ", CLOCK_LINE.sub("", self.raw))
+        return {n for n in (_number(m.group(0)) for m in NUMBER.finditer(facts)) if n is not None}
 
     @cached_property
     def words(self) -> set[str]:
@@ -160,7 +146,7 @@ class _Policy(_Text):
         return dates_in_words(self.full, self.clock)
 
     def has(self, phrase: str, lower: bool = False) -> bool:
-        if NUMBER.fullmatch(phrase.strip()):  # a bare figure is a source only where the policy states it as a fact
+        if NUMBER.fullmatch(phrase.strip()):  # a bare figure: one of the rules' figures, never the clock's
             number = _number(phrase.strip())
             return number is not None and number in self.numbers
         return super().has(phrase, lower)

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from domains.arguments import MAX_ARGUMENT_BYTES, parse_arguments
 from domains.engine import Database, ToolCall, ToolResult
 from inference.client import LLMClient
 from train.environment.tasks import TrainingTask
-from train.environment.turns import OPEN, tool_call_blocks
+from train.environment.turns import MAX_CALLS_PER_TURN, OPEN, tool_call_blocks
 
 STOP = "###STOP###"
 MAX_DEVICE_ROUNDS = 4  # the LLM user's tool-call rounds on its phone before one message to the agent
@@ -88,25 +89,46 @@ class Device:
         self.record(call)
         return self.db.call(name, arguments, "user")
 
-    def requested(self, message: str) -> list[tuple[str, dict[str, Any]]]:
+    def requested(self, message: str) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
         """The user tools ``message`` names, in the order it names them, each with the JSON object written right
-        after its name as arguments ({} when there is none or it does not parse)."""
+        after its name as arguments ({} when there is none), and the message's format error (None when it has
+        none). The agent's caps and parser hold: more than ``MAX_CALLS_PER_TURN`` calls, or arguments that
+        ``parse_arguments`` refuses (a duplicate key, too deep, too large), run none of them."""
         found = []
         for name in self.tools:
             for match in re.finditer(rf"(?<![\w]){re.escape(name)}(?![\w])", message):
-                found.append((match.start(), name, _arguments_after(message, match.end())))
-        return [(name, args) for _, name, args in sorted(found, key=lambda f: f[0])]
+                found.append((match.start(), match.end(), name))
+                if len(found) > MAX_CALLS_PER_TURN:  # counted as found: a 2,000-name message stops here
+                    return [], (f"more than {MAX_CALLS_PER_TURN} things to do on the phone in one message; none "
+                                f"of them was done. Ask for at most {MAX_CALLS_PER_TURN} at a time")
+        calls = []
+        for _, end, name in sorted(found):
+            try:
+                calls.append((name, _arguments_after(message, end)))
+            except ValueError as exc:
+                return [], f"the arguments of {name} cannot be read ({str(exc)[:120]}); nothing was done"
+        return calls, None
 
 
 def _arguments_after(message: str, at: int) -> dict[str, Any]:
-    rest = message[at:].lstrip()
+    """The JSON object written right after a tool's name, read as strictly as an agent's arguments ({} when no
+    object follows). Its end is found by one scan that knows strings, so no parser recursion sees it unbounded."""
+    rest = message[at:at + MAX_ARGUMENT_BYTES + 1].lstrip()
     if not rest.startswith("{"):
         return {}
-    try:
-        value, _ = json.JSONDecoder().raw_decode(rest)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    depth, in_string, escaped = 0, False, False
+    for i, ch in enumerate(rest):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0:
+                return parse_arguments(rest[:i + 1])
+    raise ValueError(f"the object after the name is not closed within {MAX_ARGUMENT_BYTES:,} bytes")
 
 
 def ask_to_act(call: ToolCall) -> str:
@@ -131,7 +153,9 @@ class ScriptedUser:
         return opening_message(self.task)
 
     def reply(self, agent_message: str) -> str:
-        requested = self.device.requested(agent_message) if self.device is not None else []
+        requested, problem = self.device.requested(agent_message) if self.device is not None else ([], None)
+        if problem is not None:  # the agent's format error, said back to it: nothing ran
+            return f"I could not do that on my phone: {problem}."
         if requested:  # asked to act on the phone: do it, and say what the phone showed
             return " ".join(f"I did {name} on my phone; it shows: {self.device.call(name, args).to_json()}"
                             for name, args in requested)  # type: ignore[union-attr]
@@ -214,7 +238,7 @@ class LLMUser:
         system = scenario_prompt(self.task)
         if self.device is not None:
             system += "\n" + device_prompt(self.device)
-        for _ in range(MAX_DEVICE_ROUNDS + 1):
+        for rounds in range(MAX_DEVICE_ROUNDS + 1):
             messages = [{"role": "system", "content": system}, *self.history]
             reply = self.client.chat(messages, stage="user-simulator", task_id=self.task.task_id, **self.params)
             if not reply.ok:
@@ -224,6 +248,8 @@ class LLMUser:
             self.history.append({"role": "assistant", "content": text})
             if self.device is None or OPEN not in text:
                 return text
+            if rounds == MAX_DEVICE_ROUNDS:  # 4 x 4 calls: the agent's 16 a turn, and no more
+                break
             # the model acted on its phone: run its calls and show it what the phone says, then ask again
             self.history.append({"role": "user", "content": self._act(text)})
         self.errors.append(f"device: more than {MAX_DEVICE_ROUNDS} rounds of tool calls without a message")
@@ -237,14 +263,16 @@ class LLMUser:
             return f"<tool_response>Error: {problem}</tool_response>"
         out = []
         for block in blocks:
-            try:
-                call = json.loads(block)
+            try:  # the agent's parser: one object, no duplicate keys anywhere, bounded size and depth
+                call = parse_arguments(block.strip())
             except ValueError as exc:
-                out.append(f"Error: the tool call is not valid JSON ({exc.msg})")
+                out.append(f"Error: the tool call is not valid JSON ({str(exc)[:120]})")
                 continue
-            name = call.get("name") if isinstance(call, dict) else None
-            arguments = call.get("arguments", {}) if isinstance(call, dict) else None
-            if name not in self.device.tools:
+            name = call.get("name")
+            arguments = call.get("arguments", {})
+            if set(call) - {"name", "arguments"} or not isinstance(name, str):
+                out.append('Error: a tool call must be {"name": <string>, "arguments": <object>}')
+            elif name not in self.device.tools:
                 out.append(f"Error: {name!r} is not a tool on your phone; yours are {', '.join(self.device.tools)}")
             elif not isinstance(arguments, dict):
                 out.append(f"Error: the arguments of {name} must be a JSON object")
