@@ -172,7 +172,7 @@ _WEEKDAY = (r"(?:(" + "|".join(WEEKDAYS) + r"|mon|tues|tue|wed|thurs|thur|thu|fr
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DAY_MONTH = re.compile(r"\b" + _WEEKDAY + _DAY + r"(?:\s+of)?\s+" + _MONTH + r"(?:,?\s+(\d{4}))?\b")
 _MONTH_DAY = re.compile(r"\b" + _WEEKDAY + _MONTH + r"\s+(?:the\s+)?" + _DAY + r"\b(?:,?\s+(\d{4}))?")
-_ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+_ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?:\b|(?=t\d))")  # lower-cased "2025-03-10t12:00:00" tells its date too
 _NUMERIC = re.compile(r"\b" + _WEEKDAY + r"(\d{1,2})([/.])(\d{1,2})(?:[/.](\d{4}|\d{2}))?\b(?![.:/]\d)")
 _TIME_12 = re.compile(r"\b(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s?m\b\.?")
 _TIME_24 = re.compile(r"(?<![\d.,])(\d{1,2})[:h](\d{2})\b(?!\s*[ap]\.?\s?m\b)")

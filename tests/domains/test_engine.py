@@ -7,7 +7,7 @@ import pytest
 from domains.engine import DomainEngine
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 
-WEATHER_SEED0 = "3d402d7f3b9c6efd577faa8a44e8acfd847949904c17039c91938418ddbd6efb"
+WEATHER_SEED0 = "01b3d7b6ebb0cd473f0136f18ae812ba604145c0f612c34312709848217f06ef"
 
 
 def test_same_seed_same_fingerprint_for_every_domain() -> None:

@@ -70,7 +70,7 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
      "UPDATE stations SET elevation_m = 1621 + (SELECT CAST(geography(r.name, 'elevation_m') AS INTEGER) FROM regions r "
      "JOIN stations s USING (region_id) WHERE s.station_id = :key) WHERE station_id = :key"),
     ("weather", "hazard_fits_season_and_place",
-     "SELECT a.alert_id FROM alerts a JOIN regions r USING (region_id) WHERE geography(r.name, 'elevation_m') < 1000 "
+     "SELECT a.alert_id FROM alerts a JOIN regions r USING (region_id) WHERE r.climate != 'alpine' "
      "ORDER BY a.alert_id LIMIT 1", "UPDATE alerts SET hazard = 'frost' WHERE alert_id = :key"),
     ("weather", "june_temperature_fits_elevation", "SELECT 'OB00001'",
      "UPDATE observations SET temperature_c = -12 WHERE obs_id = :key"),
@@ -140,6 +140,8 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
     ("entertainment", "event_fits_its_venue", "SELECT 'EV0001'",
      "UPDATE events SET category = 'theatre', venue_id = (SELECT venue_id FROM venues WHERE name LIKE '%Stadium%' LIMIT 1) "
      "WHERE event_id = :key"),
+    ("restaurant", "restaurant_phone_fits_city", "SELECT 'RS001'",
+     "UPDATE restaurants SET phone = '+1-415-555-0100' WHERE restaurant_id = :key"),
     ("entertainment", "venue_phone_fits_city", "SELECT 'VN001'",
      "UPDATE venues SET box_office_phone = '+1-555-0100' WHERE venue_id = :key"),
 ]

@@ -245,3 +245,8 @@ def test_the_plural_agrees_with_the_number() -> None:
     assert agree("2 students") == "2 students" and agree("0 seats") == "0 seats" and agree("1.00 EUR") == "1.00 EUR"
     assert agree("1 days") == "1 day" and agree("1 hours") == "1 hour"
     assert told("1 student", "one student") and told("1 student", "a single student")
+
+
+def test_an_iso_datetime_said_as_stored_tells_its_date_and_time() -> None:
+    assert fidelity_check(("2025-03-10T12:00:00",), "paid at 2025-03-10T12:00:00", "2025-03-10T12:00:00").passed
+    assert not fidelity_check(("2025-03-10T11:00:00",), "paid at 2025-03-10T12:00:00", "2025-03-10T12:00:00").passed
