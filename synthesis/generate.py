@@ -21,6 +21,7 @@ from synthesis.task import Task, style_for
 from synthesis.toolgraph import ToolGraph
 from verifiers.derivability import Derivation, derive, evidence_for
 from verifiers.types import TaskReport
+from verifiers.values import typed_values
 from verifiers.verify import check_task_memo
 
 BASE_WEIGHTS = {"single_write": 2, "lookup_write": 3, "chain": 2, "conditional": 3, "question": 2,
@@ -114,6 +115,8 @@ def record(task: Task, shard: ShardConfig, threshold: float, graph: ToolGraph) -
     calls = task.gold_calls
     tau2 = task.tau2()
     tau2["evaluation_criteria"]["argument_sources"] = judged.derivation.sources  # ToolScale's addition; tau2 ignores it
+    tau2["evaluation_criteria"]["communicate_values"] = typed_values(task.communicate_info,
+                                                                     judged.derivation.sources.get("communicate_info"))
     return {
         "task_id": task.task_id, "content_hash": task.content_hash(), "domain": task.domain, "seed": task.seed,
         "shard_id": shard.shard_id, "accepted": ok, "reason": "ok" if ok else reason.split(":")[0],

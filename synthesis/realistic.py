@@ -22,6 +22,7 @@ from verifiers.words import find_word
 from synthesis.requests import Request
 from synthesis.toolgraph import ToolGraph
 from verifiers.derivability import Sources, derive, evidence_for, referenced_calls
+from verifiers.values import agree as agree_number
 
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 WHOLE_SLOT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -262,7 +263,7 @@ class Realism:
             text = render(template, ctx, result)
             if text is None:
                 return None
-            say.append(text)
+            say.append(agree_number(text))  # "1 students" -> "1 student"
         shown = _humanise(ctx)
         clause = render(rng.choice(intent.phrasings), shown)
         known = tuple(k for k in (render(t, shown) for t in intent.knows) if k)

@@ -16,6 +16,7 @@ from synthesis.persona import Persona
 from synthesis.requests import Request
 from synthesis.wording import agree, lower_first, opening_connective, part_of_day, skeleton
 from verifiers.types import CHECKS, VerifiableTask
+from verifiers.values import nl_assertion, tau2_form, typed_values
 
 OPENERS = ("I'd like to {c}.", "Could you {c}?", "Please {c}.", "I need you to {c}.", "Can you {c} for me?")
 THEN = ("After that, {c}.", "Then {c}.", "Once that is done, {c}.", "Next, {c}.")
@@ -165,8 +166,11 @@ class Task:
                              "requestor": "user" if c.side == "user" else "assistant", "name": c.name,
                              "arguments": c.arguments, "info": None, "compare_args": None}
                             for i, c in enumerate(self.gold_calls)],
-                "communicate_info": list(self.communicate_info),
-                "nl_assertions": None,
+                # tau2 grades by substring: each value in the form most correct answers contain, a date also as a
+                # statement for tau2's LLM judge, left out of the reward basis (verifiers/values.py, docs/tau2.md)
+                "communicate_info": [tau2_form(v) for v in self.communicate_info],
+                "nl_assertions": [a for a in map(nl_assertion, self.communicate_info) if a] or None,
+                "communicate_values": typed_values(self.communicate_info),  # ToolScale's addition; tau2 ignores it
                 "reward_basis": ["DB", "COMMUNICATE"] if self.communicate_info else ["DB"],
                 **self._dual_control_criteria(),
             },

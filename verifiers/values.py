@@ -172,6 +172,7 @@ _WEEKDAY = (r"(?:(" + "|".join(WEEKDAYS) + r"|mon|tues|tue|wed|thurs|thur|thu|fr
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DAY_MONTH = re.compile(r"\b" + _WEEKDAY + _DAY + r"(?:\s+of)?\s+" + _MONTH + r"(?:,?\s+(\d{4}))?\b")
 _MONTH_DAY = re.compile(r"\b" + _WEEKDAY + _MONTH + r"\s+(?:the\s+)?" + _DAY + r"\b(?:,?\s+(\d{4}))?")
+_ISO_T = re.compile(r"(\d{4}-\d{2}-\d{2})t(\d)")
 _ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?:\b|(?=t\d))")  # lower-cased "2025-03-10t12:00:00" tells its date too
 _NUMERIC = re.compile(r"\b" + _WEEKDAY + r"(\d{1,2})([/.])(\d{1,2})(?:[/.](\d{4}|\d{2}))?\b(?![.:/]\d)")
 _TIME_12 = re.compile(r"\b(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s?m\b\.?")
@@ -195,7 +196,8 @@ class Message:
 
     def __init__(self, text: str, clock: date | None = None):
         self.raw = text
-        self.text = _digits_for_words(" ".join(text.lower().replace("’", "'").split()))
+        lowered = _ISO_T.sub(r"\1 \2", " ".join(text.lower().replace("’", "'").split()))  # 2025-03-10T12:00
+        self.text = _digits_for_words(lowered)
         self.clock = clock
         self._cache: dict[str, Any] = {}
 
@@ -546,3 +548,66 @@ def _clock(now: str | None) -> date | None:
         return date.fromisoformat(now[:10])
     except ValueError:
         return None
+
+
+# ---- what is stored and exported
+
+def typed_values(canonicals: Any, sources: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Each value as stored with a task (warehouse ``tasks.communicate_values_json``, the HF and tau2 exports): its
+    kind, canonical string and source (``verifiers.derivability``; None where none was recorded)."""
+    sources = sources or {}
+    return [parse(str(c), _source_text(sources.get(c))).to_dict() for c in canonicals]
+
+
+def _source_text(source: Any) -> str | None:
+    return source if isinstance(source, str) or source is None else repr(source)
+
+
+# the kinds tau2's substring match grades strictly: one wording passes, most others fail (docs/tau2.md)
+TAU2_STRICT = ("date", "datetime", "time", "text")
+
+
+def tau2_form(canonical: str) -> str:
+    """The substring most correct answers contain, for tau2's communicate check (lower-cased, commas dropped):
+    an amount as its number without the code ("247.33", "40"), a duration or count as digits and its singular noun
+    ("30 day" is in "30 days"), "no <noun>" for a zero count, a measurement as its number, a date as "26 june",
+    a time on the 12-hour clock ("2 pm", "8:30 am"), an enum word with spaces; ids and names as they are.
+
+    >>> tau2_form("1247.33 EUR"), tau2_form("40.00 EUR"), tau2_form("2025-06-26"), tau2_form("14:00")
+    ('1247.33', '40', '26 june', '2 pm')
+    """
+    value = parse(canonical)
+    kind, number = value.kind, value.number
+    if kind == "amount" and number is not None:
+        shown = abs(number)
+        return f"{shown:.0f}" if shown.is_integer() else f"{shown:.2f}"
+    if kind in ("duration", "count") and number is not None:
+        noun = " ".join(canonical.split()[1:-1] + [singular(canonical.split()[-1])])
+        if kind == "count" and number == 0:
+            return f"no {noun}"
+        return f"{number:g} {noun}"
+    if kind == "measurement" and number is not None:
+        return f"{number:g}"
+    if kind in ("date", "datetime"):
+        day = date.fromisoformat(canonical.strip()[:10])
+        return f"{day.day} {MONTHS[day.month - 1]}"
+    if kind == "time":
+        hour, minute = (int(x) for x in canonical.strip()[:5].rstrip(":").split(":"))
+        half, twelve = ("am" if hour < 12 else "pm"), hour % 12 or 12
+        return f"{twelve} {half}" if minute == 0 else f"{twelve}:{minute:02d} {half}"
+    if kind == "enum":
+        return canonical.replace("_", " ")
+    return canonical
+
+
+def nl_assertion(canonical: str) -> str | None:
+    """For a value no single substring can grade (a date), the statement tau2's LLM judge can check; None for the
+    others."""
+    value = parse(canonical)
+    if value.kind not in ("date", "datetime"):
+        return None
+    day = date.fromisoformat(canonical.strip()[:10])
+    told = f"{WEEKDAYS[day.weekday()].title()} {day.day} {MONTHS[day.month - 1].title()} {day.year}"
+    if value.kind == "datetime":
+        told += f" at {canonical.strip()[11:16]}"
+    return f"The agent tells the user the date {told} (in any wording)."

@@ -28,6 +28,7 @@ from train.environment.env import EnvConfig, Environment
 from train.environment.policies import DialogueOracle
 from train.environment.tasks import TrainingTask, load_training_set
 from train.environment.user_sim import ScriptedUser, first_person, opening_message
+from verifiers.values import parse
 from warehouse.export_folder import check_export_target, staged_export
 from warehouse.reader import check_domains_known, connect_readonly, published_meta
 from warehouse.tau2_package.build import task_splits
@@ -48,7 +49,7 @@ FEATURES = Features({
     "tools": [{"name": _TEXT, "description": _TEXT, "kind": _TEXT, "parameters": [PARAMETER]}],
     "gold_calls": [{"name": _TEXT, "side": _TEXT,
                     "arguments": [{"name": _TEXT, "value_json": _TEXT, "source": _TEXT}]}],
-    "communicate_info": [{"value": _TEXT, "source": _TEXT}],
+    "communicate_info": [{"value": _TEXT, "kind": _TEXT, "source": _TEXT}],
     "user_scenario": {"persona": _TEXT, "role": _TEXT, "reason_for_call": _TEXT, "known_info": _TEXT,
                       "unknown_info": _TEXT, "task_instructions": _TEXT},
     "verification": {"criteria": [_TEXT], "user_table": _TEXT, "user_key": _TEXT, "identify_tools": [_TEXT],
@@ -73,7 +74,7 @@ COLUMN_NOTES = {
     "gold_calls": "the gold calls in order, each with its `side` (`agent`, or `user` for a call the user makes on "
                   "their own device in a dual-control domain); each argument's value as JSON text and where it came "
                   "from (`user`, `policy`, `schema`, `call[i].<field>` or a named rule over them; null when not stored)",
-    "communicate_info": "what the agent must say, with where each value came from",
+    "communicate_info": "what the agent must say: each value (canonical), its kind (verifiers/values.py) and where it came from",
     "user_scenario": "tau2's user scenario: persona, role and the instructions' fields",
     "verification": "what the verifier needs besides the gold calls: criteria, the user's row (table, key) and the "
                     "tools that identify them; for a dual-control task (telecom) the `setup_calls` run before the "
@@ -166,7 +167,8 @@ def task_row(stored: dict[str, Any], task: TrainingTask, env: Environment,
             {"name": k, "value_json": json.dumps(v, ensure_ascii=False, sort_keys=True),
              "source": _source_of(call_sources, i, k)} for k, v in c.arguments.items()]}
             for i, c in enumerate(task.gold_calls)],
-        "communicate_info": [{"value": v, "source": source_text(said_sources.get(v))} for v in task.communicate_info],
+        "communicate_info": [{"value": v, "kind": parse(v).kind, "source": source_text(said_sources.get(v))}
+                             for v in task.communicate_info],
         "user_scenario": {"persona": _text(scenario.get("persona")), "role": _text(scenario.get("role")),
                           **{k: _text(instructions.get(k)) for k in ("reason_for_call", "known_info", "unknown_info",
                                                                      "task_instructions")}},

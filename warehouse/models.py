@@ -99,6 +99,8 @@ class Task(SQLModel, table=True):
     # where each gold argument and each communicate_info value came from (verifiers/derivability.py):
     # {"calls": [{"name", "arguments": {arg: source}}], "communicate_info": {value: source}}; NULL before it was stored
     argument_sources_json: str | None = None
+    # each communicate_info value typed (verifiers/values.py): [{"kind", "canonical", "source"}]; NULL before it was stored
+    communicate_values_json: str | None = None
 
 
 class TaskRule(SQLModel, table=True):

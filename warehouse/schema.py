@@ -85,6 +85,7 @@ def ensure_schema(path: Path) -> None:
         audit_models.add_missing_columns(con)
         train_models.add_missing_columns(con)
         con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS argument_sources_json VARCHAR")
+        con.execute("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS communicate_values_json VARCHAR")
         con.execute("ALTER TABLE gold_calls ADD COLUMN IF NOT EXISTS side VARCHAR")
         for name, sql in VIEWS.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")

@@ -26,6 +26,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from verifiers.values import typed_values
 from warehouse.atomic import fsync_dir, fsync_file
 from warehouse.checks import check_target, first_line, lock_path
 from warehouse.errors import WarehouseError
@@ -261,7 +262,10 @@ def _task_row(sid: str, r: dict[str, Any]) -> dict[str, Any]:
         "verification_json": json.dumps(r["verification"], ensure_ascii=False, default=str)
         if r.get("verification") else None,
         "argument_sources_json": json.dumps(r["argument_sources"], ensure_ascii=False, default=str)
-        if r.get("argument_sources") else None}
+        if r.get("argument_sources") else None,
+        "communicate_values_json": json.dumps(typed_values(r["communicate_info"],
+                                                           (r.get("argument_sources") or {}).get("communicate_info")),
+                                              ensure_ascii=False)}
 
 
 def task_rule_rows(snapshot_id: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
