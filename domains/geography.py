@@ -15,7 +15,7 @@ import math
 import random
 import sqlite3
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +107,7 @@ def by_city() -> dict[str, Place]:
     return {p.city: p for p in places()}
 
 
-@cache
+@lru_cache(maxsize=4096)  # bounded: a proposed spec's names are untrusted text
 def place_of(name: str) -> Place | None:
     """The place a name stands for: the city itself, or the longest city the name begins with followed by a
     space ("Florence Santa Maria Novella" -> Florence)."""
