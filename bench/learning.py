@@ -21,11 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from train.stages.profiles import STAGES, Profile, load_profile  # noqa: E402
-from train.stages.records import TrainRunConfig  # noqa: E402
+from train.stages.inputs import check_folder, check_run_inputs, check_text, check_whole, exit_status  # noqa: E402
+from train.stages.profiles import MAX_STEPS, STAGES, Profile, load_profile  # noqa: E402
+from train.stages.records import TrainRunConfig, load_built  # noqa: E402
+from train.stages.run import holding_run  # noqa: E402
 from warehouse.location import default_warehouse  # noqa: E402
 from train.stages.sequence import StageRecord, StagesResult, run_stages  # noqa: E402
-from warehouse.errors import WarehouseError  # noqa: E402
 
 
 def with_overrides(profile: Profile, args: argparse.Namespace) -> Profile:
@@ -100,21 +101,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rft-samples", type=int, help="rft.samples_per_task")
     parser.add_argument("--grpo-steps", type=int, help="grpo.max_steps")
     args = parser.parse_args(argv)
-    try:
+    checked: dict[str, object] = {}
+
+    def check() -> None:  # the options, the profile, the warehouse and snapshot, before a model loads: exit 2
+        for option, high in (("max_tasks", 1_000_000), ("eval_tasks", 1_000_000), ("max_turns", 10_000),
+                             ("sft_steps", MAX_STEPS), ("rft_samples", 10_000), ("grpo_steps", MAX_STEPS)):
+            if getattr(args, option) is not None:
+                check_whole(f"--{option.replace('_', '-')}", getattr(args, option), 1, high)
+        check_text("--out", args.out)
+        check_folder("--out", args.out)
         profile = with_overrides(load_profile(args.profile), args)
-        out = Path(args.out)
-        cfg = TrainRunConfig(profile.name, args.warehouse, output_root=str(out / "runs"), work_dir=args.work_dir)
-        result = run_stages(cfg, lambda m: print(m, file=sys.stderr, flush=True), profile)
-    except (ValueError, OSError, WarehouseError) as exc:  # a bad profile, snapshot or warehouse
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
-    text = table(result)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "learning.md").write_text(f"```\n{text}\n```\n")
-    shutil.copyfile(result.png, out / "learning.png")
-    print(text)
-    print(f"table: {out / 'learning.md'}  plot: {out / 'learning.png'}")
-    return 0
+        cfg = TrainRunConfig(profile.name, args.warehouse, output_root=str(Path(args.out) / "runs"),
+                             work_dir=args.work_dir)
+        check_run_inputs(cfg, profile.data.snapshot)
+        checked.update(profile=profile, cfg=cfg, built=load_built(cfg, profile))
+
+    def run() -> int:  # a failure from here on is a failed run: exit 3
+        profile, cfg, out = checked["profile"], checked["cfg"], Path(args.out)
+        with holding_run(cfg, profile, checked["built"]):  # type: ignore[arg-type]
+            result = run_stages(cfg, lambda m: print(m, file=sys.stderr, flush=True), profile,  # type: ignore[arg-type]
+                                checked["built"])  # type: ignore[arg-type]
+        text = table(result)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "learning.md").write_text(f"```\n{text}\n```\n")
+        shutil.copyfile(result.png, out / "learning.png")
+        print(text)
+        print(f"table: {out / 'learning.md'}  plot: {out / 'learning.png'}")
+        return 0
+
+    return exit_status(run, check)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from train.stages.profiles import PROFILES_DIR, Profile
+from train.stages.profiles import PROFILES_DIR, Profile, launcher_file
 from train.stages.records import TrainRunConfig
 from train.stages.world import rank_log
 
@@ -46,33 +46,46 @@ def _profile_arg(profile: str) -> str:
     return str(Path(profile).absolute()) if Path(profile).suffix else profile
 
 
+class ShellWord(str):
+    """A word of a job script that the shell must expand (``"$SLURM_NODEID"``): written as it is, where every other
+    word is quoted. Only the template makes one; a user's value is a plain ``str`` and is always quoted."""
+
+
 def accelerate_args(profile: Profile, site: Site, machine_rank: str = "0",
-                    main_process_ip: str = "127.0.0.1") -> list[str]:
+                    main_process_ip: str = "127.0.0.1", profile_ref: str | None = None) -> list[str]:
     """The ``accelerate launch`` options for the profile's layout (``machine_rank`` / ``main_process_ip`` may be
-    shell expressions when rendered into a job script)."""
+    ``ShellWord`` expressions when rendered into a job script). ``profile_ref``: the profile's name or path, whose
+    folder holds its launcher configs (default: its name, in the shipped folder)."""
     launch = profile.launch
     args = ["--num_machines", str(launch.nodes), "--num_processes", str(profile.processes),
             "--machine_rank", machine_rank, "--main_process_ip", main_process_ip,
             "--main_process_port", str(launch.main_process_port), "--dynamo_backend", "no",
             "--mixed_precision", "bf16" if profile.model.bf16 else "no"]
+    ref = profile_ref or profile.name
     if launch.accelerate_config:
-        args = ["--config_file", _profile_file(site, launch.accelerate_config)] + args
+        args = ["--config_file", _profile_file(site, ref, launch.accelerate_config)] + args
     if launch.deepspeed_config:
-        return args + ["--use_deepspeed", "--deepspeed_config_file", _profile_file(site, launch.deepspeed_config),
+        return args + ["--use_deepspeed", "--deepspeed_config_file", _profile_file(site, ref, launch.deepspeed_config),
                        "--deepspeed_multinode_launcher", "standard"]
     return args + ["--multi_gpu"]  # torchrun's DDP launcher; the trainer picks gloo when the profile is on CPU
 
 
-def _profile_file(site: Site, rel: str) -> str:
-    """A launcher config as the nodes see it: under the project folder (validation kept it inside the profiles)."""
-    return str(Path(site.root) / PROFILES_DIR.relative_to(ROOT) / rel)
+def _profile_file(site: Site, profile_ref: str, rel: str) -> str:
+    """A launcher config as the nodes see it: the file the profile check accepted, a shipped one under the project
+    folder as the site has it, a user's own by its absolute path."""
+    found = launcher_file(profile_ref, rel)
+    shipped = PROFILES_DIR.resolve()
+    if found.is_relative_to(shipped):
+        return str(Path(site.root) / PROFILES_DIR.relative_to(ROOT) / found.relative_to(shipped))
+    return str(found)
 
 
 def launch_command(profile: Profile, cfg: TrainRunConfig, log_dir: str | Path, site: Site | None = None,
                    machine_rank: str = "0", main_process_ip: str = "127.0.0.1") -> list[str]:
     """The whole ``accelerate launch ... -m train.stages.ranks ...`` command line."""
     site = site or Site()
-    return ([site.python, "-m", "accelerate.commands.launch"] + accelerate_args(profile, site, machine_rank, main_process_ip)
+    return ([site.python, "-m", "accelerate.commands.launch"]
+            + accelerate_args(profile, site, machine_rank, main_process_ip, cfg.profile)
             + ["-m", "train.stages.ranks", "--log-dir", str(Path(log_dir).absolute()), "--"] + job_args(cfg))
 
 

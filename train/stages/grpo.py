@@ -244,33 +244,47 @@ def main(argv: list[str] | None = None) -> int:
                         help="build the datasets and construct the trainer on SmolLM2 on CPU; do not train")
     parser.add_argument("--max-steps", type=int, default=None, help="train this many steps instead of the profile's")
     args = parser.parse_args(argv)
-    try:
+    from train.stages.inputs import check_folder, check_text, check_whole, exit_status, published_snapshot
+    from train.stages.profiles import MAX_STEPS
+    from train.stages.run_lock import run_lock
+
+    chosen: dict[str, Any] = {}
+
+    def check() -> None:  # the profile, the options, the warehouse and snapshot, before a model loads: exit 2
+        for option in ("profile", "warehouse", "snapshot", "output_dir", "work_dir"):
+            check_text(f"--{option.replace('_', '-')}", getattr(args, option))
         profile = load_profile(args.profile)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.max_steps is not None:
-        if args.max_steps < 1:
-            print(f"error: --max-steps must be >= 1, got {args.max_steps}", file=sys.stderr)
-            return 2
-        profile = replace(profile, grpo=replace(profile.grpo, max_steps=args.max_steps))
-    output_dir = args.output_dir or str(Path(args.work_dir) / "train" / profile.name)
-    if args.dry_run:
-        built = build_trainer(dry_run_profile(profile), args.warehouse, output_dir, args.work_dir, args.snapshot,
-                              processes=profile.processes)
-        built.world.close()
-        env = built.world.env
-        print(json.dumps({"profile": profile.name, "instances": len(built.instances), "dropped": dict(built.dropped),
-                          "per_device_batch": built.trainer.args.per_device_train_batch_size,
-                          "num_generations": built.trainer.num_generations, "processes": profile.processes,
-                          "user": built.world.user_mode, "local_search": env.config.local_search,
-                          "code_interpreter": env.config.code_interpreter,
-                          "experts": env.experts.aliases if env.experts else [], "notes": built.world.notes}))
+        if args.max_steps is not None:
+            check_whole("--max-steps", args.max_steps, 1, MAX_STEPS)
+            profile = replace(profile, grpo=replace(profile.grpo, max_steps=args.max_steps))
+        output_dir = args.output_dir or str(Path(args.work_dir) / "train" / profile.name)
+        check_folder("--output-dir", output_dir)
+        check_folder("--work-dir", args.work_dir)
+        published_snapshot(args.warehouse, args.snapshot or profile.data.snapshot)
+        chosen.update(profile=profile, output_dir=output_dir)
+
+    def run() -> int:  # a failure from here on is a failed run: exit 3
+        profile, output_dir = chosen["profile"], chosen["output_dir"]
+        if args.dry_run:
+            built = build_trainer(dry_run_profile(profile), args.warehouse, output_dir, args.work_dir, args.snapshot,
+                                  processes=profile.processes)
+            built.world.close()
+            env = built.world.env
+            print(json.dumps({"profile": profile.name, "instances": len(built.instances),
+                              "dropped": dict(built.dropped),
+                              "per_device_batch": built.trainer.args.per_device_train_batch_size,
+                              "num_generations": built.trainer.num_generations, "processes": profile.processes,
+                              "user": built.world.user_mode, "local_search": env.config.local_search,
+                              "code_interpreter": env.config.code_interpreter,
+                              "experts": env.experts.aliases if env.experts else [], "notes": built.world.notes}))
+            return 0
+        with run_lock(output_dir):  # one run trains into a folder at a time
+            result = train(profile, args.warehouse, output_dir, args.work_dir, args.snapshot)
+        print(json.dumps({"output_dir": result.output_dir, "global_step": result.global_step,
+                          "checkpoints": result.checkpoints, "dropped": result.dropped}))
         return 0
-    result = train(profile, args.warehouse, output_dir, args.work_dir, args.snapshot)
-    print(json.dumps({"output_dir": result.output_dir, "global_step": result.global_step,
-                      "checkpoints": result.checkpoints, "dropped": result.dropped}))
-    return 0
+
+    return exit_status(run, check)
 
 
 if __name__ == "__main__":

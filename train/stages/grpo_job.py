@@ -14,6 +14,7 @@ from train.evaluation.diagnose import diagnose_steps
 from train.evaluation.report import plot_reward_curves, run_markdown
 from train.stages.grpo import checkpoints, train
 from train.stages.profiles import Profile
+from train.stages.run_files import RunFileError, read_json
 from train.stages.world import is_main
 from train.stages.records import Recorder, TrainRunConfig, TrainRunResult, now, steps_from_log
 from train.stages.trainset import BuiltSet
@@ -85,7 +86,9 @@ def _already_finished(recorder: Recorder, progress: Callable[[str], None]) -> Tr
     # no training in this attempt: the resume count and origin stay those of the attempts that trained
     recorder.run.update(resumes=previous["resumes"] if previous else 0,
                         resumed_from=previous["resumed_from"] if previous else None)
-    state = json.loads((Path(last) / "trainer_state.json").read_text())
+    state = read_json(Path(last) / "trainer_state.json")
+    if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
+        raise RunFileError(f"{Path(last) / 'trainer_state.json'}: no log_history list")
     dropped = json.loads(previous["dropped_json"]) if previous else {}
     run, stored, markdown = _finish(recorder, state["log_history"], step, last, dropped, recorder.run["instances"])
     return TrainRunResult(run, stored, 0, markdown)

@@ -25,8 +25,9 @@ from typing import Any
 
 from train.evaluation.report import run_markdown
 from train.stages.command import LaunchError, failure_line, launch_command, launch_env
+from train.stages.inputs import check_job_values, check_run_inputs, exit_status
 from train.stages.profiles import Profile, load_profile
-from train.stages.records import TrainRunConfig, TrainRunResult
+from train.stages.records import TrainRunConfig, TrainRunResult, load_built
 from train.stages.world import die_with_parent
 from warehouse.location import default_warehouse
 from warehouse.train_store import read_training_run, read_training_steps
@@ -84,12 +85,22 @@ def _json_object(line: str) -> dict[str, Any] | None:
 
 def launch_training(cfg: TrainRunConfig, progress: Callable[[str], None] = print,
                     poll_seconds: float = 30.0) -> TrainRunResult:
-    """Run ``cfg`` with every rank its profile asks for (here, or as a slurm job) and return the recorded run."""
+    """Run ``cfg`` with every rank its profile asks for (here, or as a slurm job) and return the recorded run. The
+    inputs are checked before the model is converted, and the run's folder is locked for all its ranks."""
+    from train.stages.run import holding_run
+
+    profile = load_profile(cfg.profile)
+    check_run_inputs(cfg, cfg.snapshot if cfg.snapshot != "latest" else profile.data.snapshot)
+    with holding_run(cfg, profile, load_built(cfg, profile)):
+        return _launch(cfg, profile, progress, poll_seconds)
+
+
+def _launch(cfg: TrainRunConfig, profile: Profile, progress: Callable[[str], None],
+            poll_seconds: float) -> TrainRunResult:
     from train.stages.slurm import run_job
 
     from train.models.model import resolve_model
 
-    profile = load_profile(cfg.profile)
     resolve_model(profile.model.name, cfg.work_dir)  # a model converted once here, not by every rank at once
     log_dir = log_folder(cfg, profile)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -119,19 +130,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = TrainRunConfig(args.profile, args.warehouse, args.snapshot, args.output_root, args.work_dir,
                          args.pricing_seed, args.preference_run)
-    try:
-        profile = load_profile(cfg.profile)
-        if args.render_sbatch:
-            print(render_sbatch(profile, cfg, Path(cfg.output_root).absolute() / "launch"), end="")
+    if args.render_sbatch:  # the job script, with the checks a slurm launch applies; nothing is submitted
+        def render() -> int:
+            print(render_sbatch(load_profile(cfg.profile), cfg, Path(cfg.output_root).absolute() / "launch"), end="")
             return 0
+
+        return exit_status(lambda: 0, lambda: render())
+
+    def check() -> None:  # the profile, every value and the warehouse, before a model is converted: exit 2
+        check_job_values(cfg)
+        profile = load_profile(cfg.profile)
+        check_run_inputs(cfg, cfg.snapshot if cfg.snapshot != "latest" else profile.data.snapshot)
+
+    def run() -> int:  # a failure from here on is a failed run (a rank's error line): exit 3
         result = launch_training(cfg, progress=lambda m: print(m, file=sys.stderr, flush=True))
-    except (ValueError, OSError, LaunchError) as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
-    run = result.run
-    print(json.dumps({"run_id": run["run_id"], "status": run["status"], "global_step": run["global_step"],
-                      "steps_this_attempt": result.steps_this_attempt, "resumed_from": run["resumed_from"]}))
-    return 0
+        row = result.run
+        print(json.dumps({"run_id": row["run_id"], "status": row["status"], "global_step": row["global_step"],
+                          "steps_this_attempt": result.steps_this_attempt, "resumed_from": row["resumed_from"]}))
+        return 0
+
+    return exit_status(run, check)
 
 
 if __name__ == "__main__":

@@ -290,7 +290,7 @@ def _cache_problem(cache_dir: str | None) -> str | None:
     return None
 
 
-def _launch_problem(launch: LaunchSection, use_cpu: bool) -> str | None:
+def launch_problem(launch: LaunchSection, use_cpu: bool) -> str | None:
     """Why the launch section cannot start the processes it asks for (None when it can)."""
     if launch.scheduler not in SCHEDULERS:
         return f"launch.scheduler must be one of {', '.join(SCHEDULERS)}, got {launch.scheduler!r}"
@@ -349,29 +349,51 @@ def _validate(p: Profile, path: Path) -> None:
          "grpo.task_pool rft_solved draws on the rft stage's verified episodes: stages must name rft and grpo")
     need(p.grpo.vllm_mode in ("colocate", "server"), "grpo.vllm_mode must be colocate or server")
     need(not (p.grpo.use_vllm and p.model.use_cpu), "grpo.use_vllm needs GPUs; it cannot go with model.use_cpu")
-    problem = _launch_problem(p.launch, p.model.use_cpu)
+    problem = launch_problem(p.launch, p.model.use_cpu)
     need(problem is None, problem or "")
     completions = p.grpo.tasks_per_step * p.grpo.num_generations
     per_step = p.processes * p.grpo.gradient_accumulation_steps
     need(completions % per_step == 0,
          f"tasks_per_step x num_generations ({completions}) must divide evenly over "
          f"{p.processes} process(es) x {p.grpo.gradient_accumulation_steps} accumulation step(s)")
-    # the shipped profiles folder, or the folder of the profile file itself (a user's own profiles folder)
-    bases = list(dict.fromkeys([PROFILES_DIR, path.parent.resolve()]))
+    need(p.stages is None or p.processes == 1,
+         f"stages run in one process: launch.processes must be 1 (it is {p.processes}); the stages' GRPO runs on "
+         "one process, as the sft and rft stages do")
     for key in ("accelerate_config", "deepspeed_config"):
         rel = getattr(p.launch, key)
-        problem = None if rel is None else _confined_file(rel, bases, f"launch.{key}")
+        problem = None if rel is None else _confined_file(rel, _launcher_bases(path), f"launch.{key}")
         need(problem is None, problem or "")
+
+
+def _launcher_bases(path: Path) -> list[Path]:
+    """Where a profile's launcher configs are looked for, in order: the profile file's own folder (a user's own
+    profiles folder), then the shipped profiles folder."""
+    return list(dict.fromkeys([path.parent.resolve(), PROFILES_DIR]))
+
+
+def profile_file(name_or_path: str | Path) -> Path:
+    """The YAML file a profile name or path stands for (whether it exists is ``load_profile``'s to say)."""
+    path = Path(name_or_path)
+    return path if path.suffix else PROFILES_DIR / f"{name_or_path}.yaml"
+
+
+def launcher_file(name_or_path: str | Path, rel: str) -> Path:
+    """The launcher config ``rel`` of the profile ``name_or_path`` names: the very file its check accepted (the
+    first of ``_launcher_bases`` that holds it), so the launch runs the config that was checked."""
+    for base in _launcher_bases(profile_file(name_or_path)):
+        target = (base / rel).resolve()
+        if target.is_relative_to(base.resolve()) and target.is_file():
+            return target
+    raise ProfileError(f"launch config {rel!r} of profile {name_or_path} is no longer there")
 
 
 def load_profile(name_or_path: str | Path) -> Profile:
     """A profile by name (``cpu-smoke``, ``h100``) or by path to a YAML file."""
-    path = Path(name_or_path)
-    if not path.suffix:
+    path = profile_file(name_or_path)
+    if not Path(name_or_path).suffix:
         if PROFILE_NAME.fullmatch(str(name_or_path)) is None or ".." in str(name_or_path):
             raise ProfileError(f"no profile {str(name_or_path)!r}: a profile name is letters, digits, '.', '_' "
                                "or '-' (or give the path to a .yaml file)")
-        path = PROFILES_DIR / f"{name_or_path}.yaml"
         if not path.exists():
             known = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
             raise ProfileError(f"no profile {str(name_or_path)!r}; known: {', '.join(known)}")

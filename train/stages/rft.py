@@ -16,6 +16,7 @@ from typing import Any
 from train.environment.env import Environment, EpisodeResult
 from train.environment.episode import EpisodeLimits, Generator, run_episodes, start_episode
 from train.stages.profiles import Profile
+from train.stages.run_files import RunFileError, counts, read_json, record_of
 from train.stages.sft import Demonstration, StageResult, demonstrations, fine_tune
 from train.environment.tasks import TrainingTask
 
@@ -65,8 +66,10 @@ def read_acceptance(folder: Path) -> Acceptance | None:
     path = folder / ACCEPTANCE_FILE
     if not path.exists():
         return None
-    data = json.loads(path.read_text())
-    return Acceptance(int(data["round"]), int(data["sampled"]), int(data["accepted"]))
+    saved = record_of(path, Acceptance, read_json(path))
+    if min(saved.round, saved.sampled, saved.accepted) < 0 or saved.accepted > saved.sampled:
+        raise RunFileError(f"{path}: counts must be whole, non-negative, and accepted at most sampled")
+    return saved
 
 
 def run_round(profile: Profile, tasks: list[TrainingTask], env: Environment, user: Callable[[TrainingTask], Any],
@@ -77,8 +80,7 @@ def run_round(profile: Profile, tasks: list[TrainingTask], env: Environment, use
     round killed during it resumes on the same examples; a kill during sampling samples again."""
     saved = read_acceptance(folder)
     if saved is not None and (folder / EXAMPLES_FILE).exists():
-        lines = (folder / EXAMPLES_FILE).read_text().splitlines()
-        examples = [Demonstration(**json.loads(line)) for line in lines if line]
+        examples = read_examples(folder / EXAMPLES_FILE)
         progress(f"rft round {round_no}: resuming the fine-tuning on the {len(examples)} episodes kept earlier")
         return _fine_tune_round(profile, model_path, tokenizer, examples, folder, callbacks, progress), saved
     kept, acceptance = _sample_round(profile, tasks[:profile.rft.max_tasks], env, user, model_path, tokenizer,
@@ -114,7 +116,21 @@ def round_steps(profile: Profile, kept: int) -> int:
 def read_solved(folder: Path) -> dict[str, int] | None:
     """Per task id, the verified episodes a round kept (None: the round has not sampled, or predates the file)."""
     path = folder / SOLVED_FILE
-    return {str(k): int(v) for k, v in json.loads(path.read_text()).items()} if path.exists() else None
+    return counts(path, read_json(path)) if path.exists() else None
+
+
+def read_examples(path: Path) -> list[Demonstration]:
+    """The episodes a round kept, one JSON object a line, each checked (a line cut short names the file)."""
+    found = []
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if line:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                raise RunFileError(f"{path}: line {n} is not valid JSON (cut short by a kill?); move the file aside "
+                                   "and rerun to sample the round again") from None
+            found.append(record_of(path, Demonstration, row))
+    return found
 
 
 def _sample_round(profile: Profile, tasks: list[TrainingTask], env: Environment, user: Callable[[TrainingTask], Any],

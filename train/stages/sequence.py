@@ -40,6 +40,7 @@ from train.evaluation.report import plot_stages, stages_markdown, wilson_interva
 from train.stages.rft import Acceptance, read_acceptance, read_solved, round_done, run_round
 from train.stages.grpo_job import train_grpo
 from train.stages.records import Recorder, TrainRunConfig, TrainRunResult, load_built, now, run_identity
+from train.stages.run_files import RunFileError, read_json, record_of
 from train.stages.trainset import BuiltSet
 from warehouse.train_store import read_training_run, read_training_steps, store_training
 
@@ -142,8 +143,9 @@ class _Context:
 
 
 def run_stages(cfg: TrainRunConfig, progress: Callable[[str], None] = print,
-               profile: Profile | None = None) -> StagesResult:
-    """Run (or resume) the stages of ``profile`` (default: ``cfg.profile`` loaded) in order, each recorded."""
+               profile: Profile | None = None, built: BuiltSet | None = None) -> StagesResult:
+    """Run (or resume) the stages of ``profile`` (default: ``cfg.profile`` loaded) in order, each recorded;
+    ``built``: the training set, when the caller has read it already."""
     from train.models.model import load_tokenizer, resolve_model
 
     profile = profile or load_profile(cfg.profile)
@@ -151,7 +153,7 @@ def run_stages(cfg: TrainRunConfig, progress: Callable[[str], None] = print,
         raise ValueError(f"profile {profile.name!r} names no stages; run it with train.stages.run as one GRPO run")
     if profile.processes > 1:
         raise ValueError(f"profile {profile.name!r}: stages run in one process; launch.processes must be 1")
-    built = load_built(cfg, profile)
+    built = built or load_built(cfg, profile)
     run_id = run_identity(profile, built)[0]
     base = resolve_model(profile.model.name, cfg.work_dir)
     ctx = _Context(cfg, profile, built, run_id, load_tokenizer(base), progress)
@@ -310,7 +312,12 @@ def _grpo(ctx: _Context, stage_id: str, start: str, chain: list[tuple[str, str]]
 
 def _read_evaluations(folder: Path) -> list[Evaluation]:
     path = folder / EVALUATIONS
-    return [Evaluation(**e) for e in json.loads(path.read_text())] if path.exists() else []
+    if not path.exists():
+        return []
+    stored = read_json(path)
+    if not isinstance(stored, list):
+        raise RunFileError(f"{path}: expected a JSON list of evaluations, got {type(stored).__name__}")
+    return [record_of(path, Evaluation, e) for e in stored]
 
 
 def _evaluate(ctx: _Context, stage_id: str, start: str, chain: list[tuple[str, str]]) -> StageRecord:

@@ -13,8 +13,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from train.stages.command import LaunchError, Site, failure_line, launch_command
-from train.stages.profiles import Profile
+from dataclasses import replace
+
+from train.stages.command import LaunchError, ShellWord, Site, failure_line, launch_command
+from train.stages.inputs import check_job_values
+from train.stages.profiles import Profile, ProfileError, launch_problem
 from train.stages.records import TrainRunConfig
 
 OK_STATES = {"COMPLETED"}
@@ -26,13 +29,21 @@ def job_output(log_dir: str | Path, job_id: str) -> Path:
 
 
 def render_sbatch(profile: Profile, cfg: TrainRunConfig, log_dir: str | Path, site: Site | None = None) -> str:
-    """The job script: ``launch.nodes`` nodes, one task each with ``launch.gpus_per_node`` GPUs, accelerate on each."""
+    """The job script: ``launch.nodes`` nodes, one task each with ``launch.gpus_per_node`` GPUs, accelerate on each.
+
+    The profile is checked as a slurm launch checks it (a CPU profile is refused), and every value is checked
+    (``check_job_values``: no newline, no NUL, numbers in range) before a line is written. Every word is quoted
+    for the shell; only the template's two ``ShellWord`` expressions (the node rank, the first node's address) are
+    left for it to expand, so a user's value is never rewritten or run."""
     site = site or Site()
     launch = profile.launch
-    accelerate = launch_command(profile, cfg, log_dir, site, machine_rank="__NODE_RANK__",
-                                main_process_ip="__MAIN_HOST__")
-    inner = "exec " + shlex.join(accelerate)
-    inner = inner.replace("__NODE_RANK__", '"$SLURM_NODEID"').replace("__MAIN_HOST__", '"$MAIN_PROCESS_IP"')
+    problem = launch_problem(replace(launch, scheduler="slurm"), profile.model.use_cpu)
+    if problem is not None:
+        raise ProfileError(f"profile {profile.name} cannot run as a slurm job: {problem}")
+    check_job_values(cfg, log_dir, site)
+    accelerate = launch_command(profile, cfg, log_dir, site, machine_rank=ShellWord('"$SLURM_NODEID"'),
+                                main_process_ip=ShellWord('"$MAIN_PROCESS_IP"'))
+    inner = "exec " + " ".join(w if isinstance(w, ShellWord) else shlex.quote(w) for w in accelerate)
     head = [f"#SBATCH --job-name=toolscale-train-{profile.name}", f"#SBATCH --nodes={launch.nodes}",
             "#SBATCH --ntasks-per-node=1"]
     if launch.gpus_per_node:
@@ -41,7 +52,7 @@ def render_sbatch(profile: Profile, cfg: TrainRunConfig, log_dir: str | Path, si
         head.append(f"#SBATCH --partition={launch.slurm_partition}")
     if launch.slurm_time:
         head.append(f"#SBATCH --time={launch.slurm_time}")
-    head.append(f"#SBATCH --output={Path(log_dir).absolute()}/slurm-%j.out")
+    head.append(f"#SBATCH --output={shlex.quote(f'{Path(log_dir).absolute()}/slurm-%j.out')}")
     return "\n".join([
         "#!/bin/bash", *head,
         f"# rendered by train/stages/launch.py from profile {profile.name}: {launch.nodes} node(s) x "
