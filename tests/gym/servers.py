@@ -31,25 +31,21 @@ def neutral_env() -> dict[str, str]:
 
 @contextmanager
 def gym_servers(export_dir: Path, domains: list[str], cwd: Path, *options: str) -> Iterator[dict[str, str]]:
-    """Each domain's exported server (scripts/gym_serve.py in .venv-gym), started together; yields base URLs."""
+    """The domains' exported servers in one process (scripts/gym_serve.py in .venv-gym); yields each base URL."""
     python = ensure_gym_venv()
-    procs: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+    port = free_port()
+    folders = [str(export_dir / "resources_servers" / f"toolscale_{d}") for d in domains]
+    proc = subprocess.Popen([str(python), str(ROOT / "scripts" / "gym_serve.py"), *folders, "--port", str(port),
+                             *options], cwd=cwd, env=neutral_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    urls = {d: base if len(domains) == 1 else f"{base}/toolscale_{d}" for d in domains}
     try:
-        for domain in domains:
-            port = free_port()
-            folder = export_dir / "resources_servers" / f"toolscale_{domain}"
-            proc = subprocess.Popen([str(python), str(ROOT / "scripts" / "gym_serve.py"), str(folder), "--port",
-                                     str(port), *options], cwd=cwd, env=neutral_env(),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            procs[domain] = (proc, f"http://127.0.0.1:{port}")
-        for domain, (proc, url) in procs.items():
+        for url in urls.values():
             wait_until_up(proc, url)
-        yield {domain: url for domain, (_, url) in procs.items()}
+        yield urls
     finally:
-        for proc, _ in procs.values():
-            proc.terminate()
-        for proc, _ in procs.values():
-            proc.wait(timeout=30)
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def wait_until_up(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 120.0) -> None:

@@ -39,6 +39,7 @@ class ToolScaleConfig(BaseResourcesServerConfig):
     max_session_s: float = Limits.max_session_s
     max_idle_s: float = Limits.max_idle_s
     max_sessions: int = Limits.max_sessions
+    data_dir: str = ""  # the domain's data/ folder; empty: the one beside this file
 
 
 class ToolScaleSeedSessionRequest(BaseSeedSessionRequest):
@@ -84,7 +85,7 @@ class ToolScaleResourcesServer(SimpleResourcesServer):
     def setup_webserver(self) -> FastAPI:
         limits = Limits(self.config.max_calls, self.config.max_session_s, self.config.max_idle_s,
                         self.config.max_sessions)
-        self.sessions = Sessions(Domain(DATA_DIR), limits)
+        self.sessions = Sessions(Domain(Path(self.config.data_dir) if self.config.data_dir else DATA_DIR), limits)
         app = super().setup_webserver()
         for tool in self.sessions.domain.spec["tools"]:
             if not tool["setup"]:  # a setup call is a task's initial state, never the agent's to make
