@@ -18,7 +18,7 @@ from pathlib import Path
 
 from interop.gym_agreement import GymClient
 from tests.gym.servers import gym_servers
-from train.tasks import load_training_set
+from train.environment.tasks import load_training_set
 from warehouse.gym_export import export_gym
 
 

@@ -27,7 +27,7 @@ from tests.gym.chat_shapes import ChatShapesProxy
 from tests.gym.servers import free_port, neutral_env
 from tests.gym_venv import ensure_gym_venv
 from tests.snapshots import published_warehouse
-from train.tasks import load_training_set
+from train.environment.tasks import load_training_set
 from verifiers.types import Trajectory
 from verifiers.verify import verify
 from warehouse.gym_export import export_gym
