@@ -3,7 +3,7 @@
 Layout under the export folder (Gym's own, so ``ng_run`` finds the server from that folder):
 ``resources_servers/toolscale_<domain>/`` holds ``app.py`` (template/app.py), ``toolscale_env/`` (the runtime,
 template/toolscale_env/runtime.py, beside verbatim copies of the project's ``domains/arguments.py``,
-``domains/sqlguard.py`` and ``verifiers/words.py``), ``data/`` (``domain.json``, ``db_<seed>.sqlite`` per database,
+``domains/sqlguard.py``, ``verifiers/words.py`` and ``verifiers/values.py``), ``data/`` (``domain.json``, ``db_<seed>.sqlite`` per database,
 ``tasks.json``: the verification contracts, ``policy.md``, ``train.jsonl``, ``test.jsonl``, ``example.jsonl``),
 ``configs/toolscale_<domain>.yaml`` and ``requirements.txt``.
 """
@@ -21,7 +21,9 @@ TEMPLATE_DIR = Path(__file__).resolve().parent / "template"
 ROOT = Path(__file__).resolve().parents[2]
 # the project's own modules the runtime runs unchanged (standard library only), copied at export time
 VENDORED = {"arguments.py": ROOT / "domains" / "arguments.py", "sqlguard.py": ROOT / "domains" / "sqlguard.py",
-            "words.py": ROOT / "verifiers" / "words.py"}
+            "words.py": ROOT / "verifiers" / "words.py", "values.py": ROOT / "verifiers" / "values.py"}
+# the one project import inside them, made relative to the shipped package
+IMPORTS = {"from verifiers.words import find_word": "from .words import find_word"}
 LICENSE = "Creative Commons Attribution 4.0 International"  # the HF export's cc-by-4.0, as Gym names it
 MAX_STEPS = 30  # the simple agent's model calls per rollout
 
@@ -60,7 +62,12 @@ def write_runtime(folder: Path) -> None:
     pkg.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(TEMPLATE_DIR / "toolscale_env" / "runtime.py", pkg / "runtime.py")
     for name, source in VENDORED.items():
-        shutil.copyfile(source, pkg / name)
+        text = source.read_text(encoding="utf-8")
+        for absolute, relative in IMPORTS.items():
+            text = text.replace(absolute, relative)
+        if "from domains" in text or "from verifiers" in text or "import verifiers" in text:
+            raise RuntimeError(f"{source} imports the project; the Gym runtime could not run it on its own")
+        (pkg / name).write_text(text, encoding="utf-8")
     (pkg / "__init__.py").write_text('"""The ToolScale environment runtime (sessions, tool calls, verify)."""\n',
                                      encoding="utf-8")
 

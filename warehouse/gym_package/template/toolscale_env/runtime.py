@@ -4,9 +4,9 @@ database, tool calls with the engine's semantics, and the verifier's checks.
 Shipped verbatim into every NeMo Gym export (and read by ``toolscale serve-env``'s tests); it needs only the
 standard library and ``jsonschema``. Everything domain-specific is data under ``data/``: ``domain.json`` (tools with
 their SQL, tables, keys, assertions), ``db_<seed>.sqlite`` (the seeded database the snapshot was verified against,
-with its audit triggers) and ``tasks.json`` (each task's verification contract). ``arguments.py``, ``sqlguard.py``
-and ``words.py`` beside this file are the project's own modules, copied at export time, so argument checks, SQL
-guards and the fidelity match are the engine's to the letter.
+with its audit triggers) and ``tasks.json`` (each task's verification contract). ``arguments.py``, ``sqlguard.py``,
+``words.py`` and ``values.py`` beside this file are the project's own modules, copied at export time, so argument
+checks, SQL guards and the fidelity judgement (values on meaning) are the engine's and the verifier's to the letter.
 
 A call: arguments checked (shape, JSON Schema with strict numbers, formats, no blank text), preconditions in order
 (policy-only ones let through), effects in one savepoint under the effect authorizer, the ``returns`` query; every
@@ -33,14 +33,13 @@ import jsonschema
 
 from .arguments import blank_problem, format_problem, shape_problem
 from .sqlguard import EFFECT, READ, StatementGuard
-from .words import find_word
+from .values import judge as judge_values
 
 AUDIT_TABLE = "_audit"
 SIDES = ("agent", "user", "setup")
 CHECKS = ("execution", "fidelity", "completeness", "identification")
 EXTRA_CHECKS = ("assertions", "actions")
 SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
@@ -366,7 +365,7 @@ def _json_text(value: Any) -> Any:
         return None
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # text nested deeper than the parser goes is text, not a value
         return None
 
 
@@ -420,14 +419,6 @@ def replay(domain: Domain, task: dict[str, Any], calls: list[Call]) -> Replay:
     return Replay(db, calls, [db.call(c.name, c.arguments, c.side) for c in calls])
 
 
-def normalise(text: str) -> str:
-    """tau2's rule (lowercase, commas removed) plus one spelling per number: 1,234.50 -> 1234.5."""
-    def canonical(match: re.Match[str]) -> str:
-        value = float(match.group(0))
-        return str(int(value)) if value.is_integer() else repr(round(value, 6))
-    return _NUMBER.sub(canonical, text.lower().replace(",", ""))
-
-
 def _check(passed: bool, reason: str) -> dict[str, Any]:
     return {"passed": passed, "reason": reason}
 
@@ -437,7 +428,7 @@ def judge(domain: Domain, task: dict[str, Any], candidate: Replay, said: str) ->
     reward the task's criteria give: 1.0 when each of them passes, else 0.0."""
     gold = replay(domain, task, _calls(task["gold_calls"]))
     try:
-        checks = {"execution": _execution(gold, candidate), "fidelity": _fidelity(task, said),
+        checks = {"execution": _execution(gold, candidate), "fidelity": _fidelity(task, said, domain.spec["now"]),
                   "completeness": _completeness(gold, candidate), "identification": _identification(task, candidate),
                   "assertions": _assertions(candidate.db, task), "actions": _actions(task, candidate.calls)}
     finally:
@@ -457,18 +448,11 @@ def _execution(gold: Replay, candidate: Replay) -> dict[str, Any]:
     return _check(True, f"same end state over {len(touched)} written row(s)")
 
 
-def _fidelity(task: dict[str, Any], said: str) -> dict[str, Any]:
-    text = normalise(said if isinstance(said, str) else "")
-    infos = list(task.get("communicate_info") or ())
-
-    def found(info: str) -> bool:
-        needle = normalise(info).strip()
-        return not needle or find_word(text, needle, decimal_guard=True) >= 0
-
-    missing = [i for i in infos if not found(i)]
-    if missing:
-        return _check(False, f"not communicated: {', '.join(repr(m) for m in missing)}")
-    return _check(True, f"all {len(infos)} item(s) communicated")
+def _fidelity(task: dict[str, Any], said: str, clock: str) -> dict[str, Any]:
+    """Every value to communicate told in ``said``, judged on meaning (the verifier's ``verifiers.values``)."""
+    infos = tuple(task.get("communicate_info") or ())
+    judgement = judge_values(infos, said if isinstance(said, str) else "", clock)
+    return _check(judgement.passed, judgement.reason(len(infos)))
 
 
 def _completeness(gold: Replay, candidate: Replay) -> dict[str, Any]:
