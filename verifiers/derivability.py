@@ -24,6 +24,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from domains.engine import ToolCall, json_text
+from verifiers.values import parse
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december")
@@ -259,6 +260,16 @@ def _key(value: Any) -> tuple[str, Any] | None:
     return None
 
 
+AGGREGATES = ("avg", "average", "mean", "max", "min")
+
+
+def _aggregate_of(value: str, source: str) -> bool:
+    """Whether a count's source is a field that aggregates its noun (``avg_stars`` for "4 stars"): another meaning."""
+    told = parse(value)
+    field = source.rstrip(")").rsplit(".", 1)[-1].lower()
+    return told.kind == "count" and "call[" in source and told.unit in field and field.startswith(AGGREGATES)
+
+
 class _Outputs:
     """What earlier calls returned, indexed by value, plus the figures computed from their lists."""
 
@@ -268,12 +279,15 @@ class _Outputs:
         self.day: dict[str, str] = {}  # date part of a returned date-time -> path
         self.time: dict[str, str] = {}  # its time of day, 'HH:MM' -> path
         self.computed: dict[float, str] = {}  # sum of a list's field / count of a list -> rule(path)
+        self.fields: dict[float, list[str]] = {}  # a number -> every path holding it (a count's noun picks one)
 
     def add(self, name: str, output: Any) -> None:
         for path, value in _walk(output, name):
             key = _key(value)
             if key is not None:
                 self.exact.setdefault(key, path)
+                if key[0] == "n":
+                    self.fields.setdefault(key[1], []).append(path)
             if key is not None and key[0] == "n" and key[1] < 0:  # a refund of -170 is told as 170 back
                 self.exact.setdefault(("n", -key[1]), f"abs({path})")
             if isinstance(value, str):
@@ -385,6 +399,18 @@ class Sources:
                 return f"number_words({t.name})"
         return None
 
+    def _named(self, value: str, number: float | None) -> str | None:
+        """For a count ("4 stars"), the returned field named for its noun that holds the number (``my_stars``), before
+        any field or text that only happens to hold it (a title's average, the policy's "1 to 5 stars")."""
+        told = parse(value)
+        if told.kind != "count" or number is None or len(told.unit) < 3:
+            return None
+        for path in self.outputs.fields.get(round(float(number), 6), ()):
+            field = path.rsplit(".", 1)[-1].lower()
+            if told.unit in field and not field.startswith(AGGREGATES):
+                return path
+        return None
+
     def _computed(self, value: Any) -> str | None:
         """A date-time read as a day and a time, a number with its unit, or a sum or count of a returned list."""
         if isinstance(value, str) and len(value) > MAX_RULE_CHARS:  # the length cap comes before any pattern
@@ -401,7 +427,9 @@ class Sources:
                 return f"expression({', '.join(parts)})" if all(parts) else None
             m = AMOUNT.match(value.strip())
             if m and _number(m.group(1)) is not None:
-                number = self.source(_number(m.group(1)))
+                number = self._named(value, _number(m.group(1))) or self.source(_number(m.group(1)))
+                if number and _aggregate_of(value, number):
+                    return None  # "4 stars" read off a title's average that happens to equal the member's rating
                 return f"amount({number})" if number else None
             return None
         if isinstance(value, (int, float)):

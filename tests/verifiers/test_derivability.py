@@ -165,3 +165,15 @@ def test_admitted_finance_records_carry_their_sources_and_report_mode_only_recor
     assert accepted and all(r["underivable"] == [] and r["argument_sources"]["calls"] for r in accepted)
     assert all(r["tau2"]["evaluation_criteria"]["argument_sources"] == r["argument_sources"] for r in accepted)
     assert all(r["realism"]["underivable_arguments"] == 0 for r in accepted)
+
+
+def test_a_count_is_read_from_the_field_named_for_its_noun_not_an_equal_average() -> None:
+    # entertainment's "already rated": the member's own stars (list_watchlist's my_stars), never the title's average
+    # that happens to equal it, nor a runtime or flag that holds the same number
+    calls = (ToolCall("get_title", {"title_id": "TT0001"}), ToolCall("list_watchlist", {"user_id": "US0001"}))
+    outputs = ({"title_id": "TT0001", "avg_stars": 4.0, "rating_count": 1},
+               [{"title_id": "TT0002", "watched": 4, "my_stars": None}, {"title_id": "TT0001", "my_stars": 4}])
+    got = derive(calls, outputs, ("4 stars",), Evidence("I watched it", POLICY, CLOCK))
+    assert got.sources["communicate_info"] == {"4 stars": "amount(call[1][1].my_stars)"}
+    alone = derive(calls[:1], outputs[:1], ("4 stars",), Evidence("I watched it", POLICY, CLOCK))
+    assert alone.sources["communicate_info"]["4 stars"] != "amount(call[0].avg_stars)"
