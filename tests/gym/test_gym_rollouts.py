@@ -54,32 +54,38 @@ def ng(python: Path, command: str) -> str:
 @pytest.fixture(scope="module")
 def rollouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (pip install -e .[llm])")
-    python = ensure_gym_venv()
     root = tmp_path_factory.mktemp("gym-rollouts")
     warehouse = published_warehouse(root, DOMAINS, tasks_per_domain=12)
+    return collect(root, warehouse, DOMAINS, ROLLOUTS_PER_DOMAIN)
+
+
+def collect(root: Path, warehouse: str, domains: list[str], per_domain: int) -> dict[str, Any]:
+    """Export ``warehouse`` for Gym under ``root``, start ng_run on ``domains`` with the local llama.cpp server, and
+    collect ``per_domain`` rollouts of each with ng_collect_rollouts: the results, the tasks and the seconds taken."""
+    python = ensure_gym_venv()
     out = root / "gym"
     export_gym(warehouse, "latest", out)
     tasks = {t.task_id: t for t in load_training_set(warehouse).tasks}
     rows = []
-    for domain in DOMAINS:
+    for domain in domains:
         lines = (out / "resources_servers" / f"toolscale_{domain}" / "data" / "train.jsonl").read_text().splitlines()
-        for line in lines[:ROLLOUTS_PER_DOMAIN]:
+        for line in lines[:per_domain]:
             row = json.loads(line)
             rows.append(short_row(row, {c.name for c in tasks[row["task_id"]].gold_calls}))
     (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     # Gym makes a venv per server unless one is there: each is Gym's own venv (.venv-gym), nothing installed
-    for server in [*(f"resources_servers/toolscale_{d}" for d in DOMAINS), "responses_api_agents/simple_agent",
+    for server in [*(f"resources_servers/toolscale_{d}" for d in domains), "responses_api_agents/simple_agent",
                    "responses_api_models/vllm_model"]:
         (out / server).mkdir(parents=True, exist_ok=True)
         (out / server / ".venv").symlink_to(python.parent.parent)
-    configs = [f"resources_servers/toolscale_{d}/configs/toolscale_{d}.yaml" for d in DOMAINS]
+    configs = [f"resources_servers/toolscale_{d}/configs/toolscale_{d}.yaml" for d in domains]
     configs.append("responses_api_models/vllm_model/configs/vllm_model.yaml")
     endpoint = load_endpoints().get("local-smollm2")
     port = free_port()
     env = {**neutral_env(), "PATH": f"{python.parent}:{os.environ.get('PATH', '')}"}
     with ManagedServer(endpoint, port=port, startup_timeout_s=180), ChatShapesProxy(port) as proxy:
         agents = " ".join(f"++toolscale_{d}_simple_agent.responses_api_agents.simple_agent.max_steps=2"
-                          for d in DOMAINS).split()
+                          for d in domains).split()
         log = root / "ng_run.log"
         launcher = subprocess.Popen(
             [ng(python, "ng_run"), f"+config_paths=[{','.join(configs)}]", f"+policy_base_url=http://127.0.0.1:{proxy.port}/v1",
@@ -89,11 +95,11 @@ def rollouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         try:
             wait_for_launcher(launcher, log)
             started = time.monotonic()
-            collect = subprocess.run(
+            collected = subprocess.run(
                 [ng(python, "ng_collect_rollouts"), f"+input_jsonl_fpath={root / 'rows.jsonl'}",
                  f"+output_jsonl_fpath={root / 'rollouts.jsonl'}",
                  "+num_samples_in_parallel=1"],  # one at a time: llama.cpp keeps the last prompt's cache
-                cwd=out, env=env, capture_output=True, text=True, timeout=900)
+                cwd=out, env=env, capture_output=True, text=True, timeout=600 + 300 * len(rows))
             seconds = time.monotonic() - started
         finally:
             launcher.send_signal(signal.SIGINT)  # ng_run shuts its servers down on an interrupt
@@ -101,7 +107,7 @@ def rollouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 launcher.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 launcher.kill()
-    assert collect.returncode == 0, collect.stderr[-1500:] + log.read_text()[-6000:]
+    assert collected.returncode == 0, collected.stderr[-1500:] + log.read_text()[-6000:]
     results = [json.loads(line) for line in (root / "rollouts.jsonl").read_text().splitlines()]
     return {"results": results, "tasks": tasks, "seconds": seconds}
 
