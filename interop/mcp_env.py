@@ -34,7 +34,8 @@ MAX_BODY_BYTES = 256_000  # one MCP request; a larger one is refused by the SDK 
 
 @dataclass(frozen=True)
 class EnvLimits:
-    """The episode's bounds (train/environment/env.py: 50 turns of at most 16 calls, 300 s), plus the session table's size."""
+    """The episode's bounds (train/environment/env.py: 50 turns of at most 16 calls, 300 s), plus the number of
+    sessions open at once."""
 
     max_calls: int = 800
     max_session_s: float = 300.0

@@ -36,7 +36,8 @@ def main() -> None:
     for folder in folders:
         config = ToolScaleConfig(host=args.host, port=args.port, entrypoint="app.py", name=folder.name,
                                  domain="agent", data_dir=str(folder / "data"), **limits)
-        apps[folder.name] = ToolScaleResourcesServer.model_construct(config=config, server_client=None).setup_webserver()
+        server = ToolScaleResourcesServer.model_construct(config=config, server_client=None)
+        apps[folder.name] = server.setup_webserver()
     if len(apps) == 1:
         root = next(iter(apps.values()))
     else:

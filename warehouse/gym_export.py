@@ -148,7 +148,8 @@ def export_gym(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
 
 
 def oracle_messages(task: TrainingTask, env: Environment) -> tuple[list[dict[str, str]], list[dict[str, Any]], bool]:
-    """The dialogue oracle's episode on ``task`` (train/environment/env.py): its messages, the tools listed, solved or not."""
+    """The dialogue oracle's episode on ``task`` (train/environment/env.py): its messages, the tools listed, and
+    whether it was solved."""
     session = env.start(task, ScriptedUser(task))
     try:
         result = session.play(DialogueOracle(task))

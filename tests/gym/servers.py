@@ -52,7 +52,8 @@ def wait_until_up(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 12
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the server for {url} exited: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            error = proc.stderr.read().decode() if proc.stderr else ""
+            raise RuntimeError(f"the server for {url} exited: {error[-2000:]}")
         try:
             httpx.post(f"{url}/close_session", timeout=2)
             return

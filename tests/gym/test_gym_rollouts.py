@@ -1,6 +1,7 @@
 """Gym runs the exported environment end to end: Gym's launcher (``ng_run``) starts the exported resources servers,
 Gym's simple agent and Gym's model adapter for OpenAI-compatible chat endpoints (``vllm_model``) in front of the
-local llama.cpp server (SmolLM2-135M; tests/gym/chat_shapes.py reshapes two message forms its schema refuses); Gym's rollout command (``ng_collect_rollouts``) collects rollouts; each
+local llama.cpp server (SmolLM2-135M; tests/gym/chat_shapes.py reshapes two message forms its schema refuses);
+Gym's rollout command (``ng_collect_rollouts``) collects rollouts; each
 rollout's reward must be the project's verifier's verdict on the calls and words of that rollout.
 
 SmolLM2 on two shared CPU cores reads about 50 prompt tokens a second, so the rows sent here are the exported rows
@@ -88,7 +89,8 @@ def collect(root: Path, warehouse: str, domains: list[str], per_domain: int) -> 
                           for d in domains).split()
         log = root / "ng_run.log"
         launcher = subprocess.Popen(
-            [ng(python, "ng_run"), f"+config_paths=[{','.join(configs)}]", f"+policy_base_url=http://127.0.0.1:{proxy.port}/v1",
+            [ng(python, "ng_run"), f"+config_paths=[{','.join(configs)}]",
+             f"+policy_base_url=http://127.0.0.1:{proxy.port}/v1",
              "+policy_api_key=none", f"+policy_model_name={endpoint.model}", "+skip_venv_if_present=true",
              *agents],
             cwd=out, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)

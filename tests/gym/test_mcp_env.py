@@ -88,7 +88,8 @@ async def isolation(url: str, task: Any) -> list[str]:
 SPEC = get_spec("weather")
 WRITES = {t.name for t in SPEC.side_tools("agent") if t.kind == "write"}
 # a key -> the read tool that takes that key alone (get_subscriber for subscriber_id, ...)
-READS = {t.parameters["required"][0]: t.name for t in sorted(SPEC.side_tools("agent"), key=lambda t: t.name.startswith("get_"))
+READS = {t.parameters["required"][0]: t.name
+         for t in sorted(SPEC.side_tools("agent"), key=lambda t: t.name.startswith("get_"))
          if t.kind == "read" and len(t.parameters.get("required", [])) == 1
          and t.parameters["required"][0] in SPEC.primary_keys}  # a get_<row> tool wins: it returns the row itself
 

@@ -3,7 +3,8 @@
 Layout under the export folder (Gym's own, so ``ng_run`` finds the server from that folder):
 ``resources_servers/toolscale_<domain>/`` holds ``app.py`` (template/app.py), ``toolscale_env/`` (the runtime,
 template/toolscale_env/runtime.py, beside verbatim copies of the project's ``domains/arguments.py``,
-``domains/sqlguard.py``, ``verifiers/words.py`` and ``verifiers/values.py``), ``data/`` (``domain.json``, ``db_<seed>.sqlite`` per database,
+``domains/sqlguard.py``, ``verifiers/words.py`` and ``verifiers/values.py``), ``data/`` (``domain.json``,
+``db_<seed>.sqlite`` per database,
 ``tasks.json``: the verification contracts, ``policy.md``, ``train.jsonl``, ``test.jsonl``, ``example.jsonl``),
 ``configs/toolscale_<domain>.yaml`` and ``requirements.txt``.
 """
