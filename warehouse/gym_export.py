@@ -33,7 +33,7 @@ from train.environment.user_sim import ScriptedUser, first_person, opening_messa
 from warehouse.export_folder import check_export_target, staged_export
 from warehouse.exports import policy_markdown
 from warehouse.gym_package.build import server_name, write_gym_server
-from warehouse.reader import WarehouseError, connect_readonly, published_meta
+from warehouse.reader import WarehouseError, check_domains_known, connect_readonly, published_meta
 
 STEPS_ENV = EnvConfig(subset_tools=False, show_prices=False)  # the HF export's episode: every tool, no prices
 CLOSING = ("Work from what the user wrote: they are not available for questions during this conversation. Use the "
@@ -98,6 +98,7 @@ def _tasks(warehouse_path: str | Path, snapshot: str) -> tuple[str, list[Trainin
     """The snapshot's tasks, each one's split, and its domains' (seed -> fingerprint)."""
     with closing(connect_readonly(warehouse_path)) as con:
         sid = published_meta(con, snapshot)["snapshot_id"]
+        check_domains_known(con, sid)  # a user's own domain needs --domains-dir, said in one line
         domains = con.execute("SELECT domain, db_seed, spec_hash, fingerprint FROM domains WHERE snapshot_id = ?",
                               [sid]).fetchall()
         listed = con.execute("SELECT domain, db_seed, fingerprint FROM domain_databases WHERE snapshot_id = ?",

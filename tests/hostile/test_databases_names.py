@@ -90,7 +90,7 @@ def own_domain_snapshot(tmp_path_factory: pytest.TempPathFactory) -> dict[str, P
     return {"root": root, "warehouse": root / "wh.duckdb", "mine": root / "mine"}
 
 
-@pytest.mark.parametrize("fmt", ["tau2", "hf"])
+@pytest.mark.parametrize("fmt", ["tau2", "hf", "nemo-gym", "steps"])
 def test_export_of_a_users_domain_without_domains_dir_is_one_line(fmt: str, own_domain_snapshot: dict[str, Path],
                                                                   tmp_path: Path) -> None:
     before = folder_state(own_domain_snapshot["warehouse"].parent / "work")
