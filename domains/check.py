@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -50,8 +51,61 @@ def phrasing_shortfalls(spec: DomainSpec) -> list[str]:
     return out
 
 
+DOUBLED_WORD = re.compile(r"\b([A-Za-z]+)\s+\1\b", re.IGNORECASE)  # as synthesis/wording.py counts them
+# "either" with no "or" after it, and "as well", lean on a request said before them, which a forbidden request or a
+# goal drawn on its own does not have ("X can't travel now either")
+DANGLING = re.compile(r"\b(as well)\b(?! as)|\b(either)\b(?!.*\bor\b)", re.IGNORECASE)
+
+
+def slot_values(spec: DomainSpec) -> dict[str, set[str]]:
+    """The values a slot named like a column can take, where the spec lists them (an enum or a choice recipe)."""
+    out: dict[str, set[str]] = {}
+    for table in spec.tables:
+        for column in table.columns:
+            values = list(column.enum or ()) + list((column.seed or {}).get("values", ()) or ())
+            out.setdefault(column.name, set()).update(str(v) for v in values if isinstance(v, (str, int)))
+    return out
+
+
+def wording_slips(template: str, values: dict[str, set[str]]) -> list[str]:
+    """What a request template would say wrong: a word doubled in its own text, a word doubled across a slot
+    ("a {loyalty_tier} member" with the tier "member"), or a dangling "either" / "as well".
+
+    >>> wording_slips("you are a {tier} member", {"tier": {"member", "gold"}})
+    ["'{tier} member' reads 'member member' when tier is 'member'"]
+    """
+    out = [f"doubled word {m.group(0)!r}" for m in DOUBLED_WORD.finditer(template)]
+    for m in re.finditer(r"\{([A-Za-z_]\w*)\}", template):
+        after = re.match(r"\s+([A-Za-z]+)", template[m.end():])
+        before = re.search(r"([A-Za-z]+)\s+$", template[:m.start()])
+        for value in sorted(values.get(m.group(1), ())):
+            said = value.replace("_", " ").split()
+            if said and after and said[-1].lower() == after.group(1).lower():
+                out.append(f"'{{{m.group(1)}}} {after.group(1)}' reads '{said[-1]} {after.group(1)}' when "
+                           f"{m.group(1)} is {value!r}")
+            if said and before and said[0].lower() == before.group(1).lower():
+                out.append(f"'{before.group(1)} {{{m.group(1)}}}' reads '{before.group(1)} {said[0]}' when "
+                           f"{m.group(1)} is {value!r}")
+    out += [f"dangling {(m.group(1) or m.group(2))!r}" for m in DANGLING.finditer(template)]
+    return out
+
+
+def wording_shortfalls(spec: DomainSpec) -> list[str]:
+    """Every template a request or a user's known facts are written from, read for ``wording_slips``."""
+    values = slot_values(spec)
+    out = []
+    for intent in spec.intents:
+        texts = [("phrasings", intent.phrasings), ("for_someone_else", intent.for_someone_else),
+                 ("knows", intent.knows)]
+        for field_name, templates in texts:
+            for k, template in enumerate(templates):
+                out += [f"{spec.name}: intent {intent.name}.{field_name}[{k}]: {slip}"
+                        for slip in wording_slips(template, values)]
+    return out
+
+
 def shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
-    out = phrasing_shortfalls(spec)
+    out = phrasing_shortfalls(spec) + wording_shortfalls(spec)
     tools, rows, _ = TABLE5.get(spec.name, (14, 0, 0))
     total_rows = seeded_rows(spec, engine)
     if len(spec.tools) < tools:

@@ -72,7 +72,7 @@ class Task:
 
     def reason_for_call(self) -> str:
         if self.persona is not None:
-            return _spoken(self.requests, self.style, self.now, is_formal(self.persona))
+            return _spoken(self.requests, self.style, self.now, is_formal(self.persona), self.persona.manner)
         parts = []
         for i, r in enumerate(self.requests):
             pool = OPENERS if i == 0 else (LAST if i == len(self.requests) - 1 and i > 1 else THEN)
@@ -86,7 +86,8 @@ class Task:
         if self.persona is None:
             return tuple(skeleton(r.clause, r.says) for r in self.requests if r.clause)
         return tuple(skeleton(c.text, c.says)
-                     for c in spoken_clauses(self.requests, self.style, self.now, is_formal(self.persona)))
+                     for c in spoken_clauses(self.requests, self.style, self.now, is_formal(self.persona),
+                                             self.persona.manner))
 
     def said_values(self) -> tuple[str, ...]:
         """The record values the request spells out (names among them keep their case)."""
@@ -230,32 +231,61 @@ def style_for(rng: random.Random) -> int:
 
 
 # at most one word each, so the opening three words still vary with the request itself; "{part}" is the part of
-# the day by the domain's clock (a night clock gets the plain greeting after "|")
-OPENINGS = ("Hi.", "Hello,", "{Part}.|Hello.", "Hey,", "Hiya,", "Good {part}.|Hi there.", "Hello there,",
-            "Hello!", "Hi!", "", "Hey!", "Greetings.", "Right,", "So,", "Okay,")
+# the day by the domain's clock (a night clock gets the plain greeting after "|"). Many people open with the request
+# itself: the blanks keep each greeting under 3% of a domain's requests (issue 39 measured "Greetings." at 7.3%)
+_GREETINGS = ("Hi.", "Hello,", "{Part}.|Hello.", "Hey,", "Hiya,", "Good {part}.|Hi there.", "Hello there,",
+              "Hello!", "Hi!", "Hey!", "Greetings.", "Right,", "So,", "Okay,", "Hi,", "Hello there.", "Hey there,",
+              "Hi again,", "Hello again.", "Good day.", "Hi there,", "Okay then,", "Alright,", "Hi folks,",
+              "Hi team,", "Hello team,", "Hi support,", "Hello support,", "Dear support team,", "Good to reach you.",
+              "Hi all,", "Hello all,", "Hiya.", "Heya,", "Hey again,", "Hi there!", "Hello there!", "Hallo,",
+              "Good day to you.", "Hey folks,")
+OPENINGS = _GREETINGS + ("",) * 40  # a greeting in 1 request of 80 at most
 JOINERS = ("Also, ", "One more thing: ", "Oh, and ", "Separately, ", "While I have you, ", "And ",
            "Another thing - ", "Besides that, ")
-# said before the first goal (half the time), or after any goal: how people frame a request (the goal itself comes
-# from the spec); each starts with its own words, so the opening three words still vary
+# said before the first goal, or after any goal: how people frame a request (the goal itself comes from the spec);
+# each starts with its own words, so the opening three words still vary
 _LEADS = ("Quick question.", "Hoping you can help.", "Sorry to bother you.", "Need a hand with something.",
           "Can you help me?", "Bit of a favour to ask.", "Something needs sorting out.", "This is a bit urgent.",
           "Got a minute?", "Here's my problem.", "Just a small thing.", "Wondering if you can help.",
           "Thanks for picking this up.", "Apologies for the trouble.", "Me again.", "Not sure who else to ask.",
           "Any chance you can help?", "First time using this chat.")
-LEAD_INS = ("",) * len(_LEADS) + _LEADS
-CLOSINGS = ("", "Thanks.", "Thank you.", "Thanks in advance.", "Cheers.", "Much appreciated.", "Thanks so much.",
-            "Thanks for your help.", "Many thanks.", "Appreciate it.", "Ta.")
-CLOSINGS_AFTER_STATEMENT = ("That would be great.", "I'd appreciate it.", "Thanks a lot.")
-# after a clause that is not the last one: people thank once, at the end
-MID_CLOSINGS = ("", "", "Hope that's okay.", "No rush on that one.", "That's the main thing.", "If you can.",
-                "That one matters most.", "Fingers crossed.", "If it's not too much trouble.", "That's the big one.")
+LEAD_INS = ("",) * 62 + _LEADS
+_THANKS = ("Thanks.", "Thank you.", "Thanks in advance.", "Cheers.", "Much appreciated.", "Thanks so much.",
+           "Thanks for your help.", "Many thanks.", "Appreciate it.", "Ta.", "Thanks!", "Thank you very much.",
+           "Thanks a lot.", "Thank you kindly.", "Many thanks in advance.", "Grateful for the help.", "Thanks, bye.",
+           "Thank you for your time.", "That's all, thanks.", "That's everything, thanks.", "Cheers, thanks.",
+           "Thanks ever so much.", "Thank you, that's all.", "Best wishes.")
+CLOSINGS = ("",) * 56 + _THANKS
+CLOSINGS_AFTER_STATEMENT = ("That would be great.", "I'd appreciate it.", "That would help a lot.")
+# after a clause that is not the last one (people thank once, at the end), and only after the first goal: a second
+# "that one matters most" would contradict the first
+MID_CLOSINGS = ("",) * 60 + ("Hope that's okay.", "No rush on that one.", "That's the main thing.", "If you can.",
+                             "That one matters most.", "Fingers crossed.", "If it's not too much trouble.",
+                             "That's the big one.", "Whenever you get a chance.", "It's been bugging me.",
+                             "That's the urgent bit.", "If that's possible.")
+# fillers that contradict a manner (a speaker in a hurry has no "no rush"), and fillers that fit only after a
+# question or only after a request for a change ("Fingers crossed." hopes for a yes)
+CONTRADICTS = {
+    "No rush on that one.": re.compile(r"hurry|impatient|urgent|quick", re.IGNORECASE),
+    "Whenever you get a chance.": re.compile(r"hurry|impatient|urgent|quick", re.IGNORECASE),
+    "If it's not too much trouble.": re.compile(r"hurry|impatient|brief|short", re.IGNORECASE),
+    "That's the urgent bit.": re.compile(r"relaxed|calm|patient|unhurried", re.IGNORECASE),
+    "This is a bit urgent.": re.compile(r"relaxed|calm|patient|unhurried", re.IGNORECASE),
+    "First time using this chat.": re.compile(r"regular|again|loyal|long-standing", re.IGNORECASE),
+    "It's been bugging me.": re.compile(r"formal|brief|short", re.IGNORECASE),
+}
+AFTER_QUESTION_ONLY = frozenset({"Fingers crossed."})
+AFTER_CHANGE_ONLY = frozenset({"Hope that's okay.", "If that's possible.", "If it's not too much trouble."})
 
 # what a persona whose manner is formal ("formal; writes complete sentences") does not say: slang greetings, joiners,
 # lead-ins and closings (each pick steps to the next phrase of its kind that is not here)
 CASUAL = frozenset({"Hey,", "Hiya,", "Hey!", "Hi!", "Hi there.", "Right,", "So,", "Okay,", "Oh, and ", "Another thing - ",
                     "Bit of a favour to ask.", "Got a minute?", "Me again.", "Need a hand with something.",
                     "Something needs sorting out.", "Just a small thing.", "Cheers.", "Ta.", "Fingers crossed.",
-                    "That's the big one.", "No rush on that one."})
+                    "That's the big one.", "No rush on that one.", "Hey there,", "Hi again,", "Alright,",
+                    "Hi folks,", "Okay then,", "Hiya.", "Heya,", "Hey again,", "Hi there!", "Hallo,",
+                    "Hey folks,", "Hi all,", "Good to reach you.", "Thanks!", "Thanks, bye.", "Cheers, thanks.", "Thanks ever so much.",
+                    "It's been bugging me.", "That's the urgent bit.", "Hi there,"})
 
 
 FORMAL = re.compile(r"\bformal\b", re.IGNORECASE)  # the word, not "informal"
@@ -276,14 +306,10 @@ class SpokenClause:
     says: tuple[str, ...] = ()
 
 
-def greeting(style: int, now: str | None, formal: bool = False) -> str:
-    """The opening word(s) of a spoken request, fitted to the clock (never "Evening." at 08:00) and, for a formal
-    speaker, the next opening that is not casual."""
-    for step in range(len(OPENINGS)):
-        opening = _timed(OPENINGS[(style + step) % len(OPENINGS)], now)
-        if not formal or opening not in CASUAL:
-            return opening
-    return ""
+def greeting(style: int | str, now: str | None, formal: bool = False) -> str:
+    """The opening word(s) of a spoken request, chosen stably by ``style`` (the speaker's voice), fitted to the clock
+    (never "Evening." at 08:00) and, for a formal speaker, never a casual one; often none."""
+    return _pick(tuple(_timed(o, now) for o in OPENINGS), "open", style, formal=formal)
 
 
 def _timed(opening: str, now: str | None) -> str:
@@ -294,13 +320,23 @@ def _timed(opening: str, now: str | None) -> str:
     return plain if part is None else timed.replace("{part}", part).replace("{Part}", part.capitalize())
 
 
-def _pick(options: tuple[str, ...], *key: object, formal: bool = False) -> str:
+def _pick(options: tuple[str, ...], *key: object, formal: bool = False, manner: str = "",
+          after: str = "") -> str:
     """A stable choice (the same task always reads the same), spread by the clause itself; a formal speaker's
-    from the options that are not casual."""
-    if formal:
-        options = tuple(o for o in options if o not in CASUAL)
+    from the options that are not casual, any speaker's from those that do not contradict their ``manner``, and
+    after a clause ending in ``after`` ("?" or ".") only from the fillers that fit it."""
+    options = tuple(o for o in options if fits(o, formal, manner, after))
     digest = hashlib.sha256(json.dumps(key, default=str).encode()).digest()
     return options[int.from_bytes(digest[:4], "big") % len(options)]
+
+
+def fits(phrase: str, formal: bool = False, manner: str = "", after: str = "") -> bool:
+    """Whether a greeting or filler fits the speaker and the clause it follows (the blank always fits)."""
+    if formal and phrase in CASUAL:
+        return False
+    if manner and phrase in CONTRADICTS and CONTRADICTS[phrase].search(manner):
+        return False
+    return not ((after == "?" and phrase in AFTER_CHANGE_ONLY) or (after == "." and phrase in AFTER_QUESTION_ONLY))
 
 
 def _sentence(clause: str) -> str:
@@ -308,12 +344,24 @@ def _sentence(clause: str) -> str:
     return clause if clause[-1:] in ".?!" else clause + "."
 
 
-def _framed(clause: str, voice: str, index: int, last: bool, formal: bool = False) -> tuple[str, str]:
-    """A lead-in (first goal only) and a closing (thanks only after the last clause) for one clause; ``voice`` keys
-    the choice to the whole task."""
-    lead = _pick(LEAD_INS, "lead", voice, clause, formal=formal) if index == 0 else ""
-    closings = (CLOSINGS + (CLOSINGS_AFTER_STATEMENT if clause.endswith(".") else ())) if last else MID_CLOSINGS
-    return lead, _pick(closings, "close", voice, index, clause, formal=formal)
+def is_forbidden(request: Request) -> bool:
+    """A request the user may not make (for another person, or one their role may not ask): it gets no filler."""
+    return request.kind == "forbidden" or any(n.startswith("forbidden=") for n in request.notes)
+
+
+def _framed(clause: str, voice: str, index: int, last: bool, formal: bool = False, manner: str = "",
+            forbidden: bool = False) -> tuple[str, str]:
+    """A lead-in (first goal only) and a closing (thanks only after the last clause, a filler only after the first
+    of several) for one clause; ``voice`` keys the choice to the whole task. A forbidden request gets no lead-in and
+    no filler ("That's the big one." on a request the agent must refuse), only a plain closing."""
+    if forbidden:
+        return "", (_pick(CLOSINGS, "close", voice, index, clause, formal=formal, manner=manner) if last else "")
+    lead = _pick(LEAD_INS, "lead", voice, clause, formal=formal, manner=manner) if index == 0 else ""
+    if last:
+        closings = CLOSINGS + (CLOSINGS_AFTER_STATEMENT if clause.endswith(".") else ())
+    else:
+        closings = MID_CLOSINGS if index == 0 else ("",)
+    return lead, _pick(closings, "close", voice, index, clause, formal=formal, manner=manner, after=clause[-1:])
 
 
 def _voice(requests: list[Request], style: int) -> str:
@@ -329,17 +377,17 @@ SPOKEN_MEMO = 256  # a candidate's wording is read ~10 times while it is verifie
 
 
 def spoken_clauses(requests: list[Request], style: int, now: str | None = None,
-                   formal: bool = False) -> list[SpokenClause]:
+                   formal: bool = False, manner: str = "") -> list[SpokenClause]:
     """What a person says, clause by clause: an opening fitted to the clock, their first goal, then the rest joined
     as people join them (a clause that opens with its own connective gets no other); ``formal``: in a formal
-    speaker's words (``CASUAL`` left out). Remembered for the last few request lists by identity (requests are
+    speaker's words (``CASUAL`` left out); ``manner``: no filler that contradicts it. Remembered for the last few request lists by identity (requests are
     frozen; the memo holds them, so an id is not reused meanwhile)."""
-    key = (tuple(map(id, requests)), style, now, formal)
+    key = (tuple(map(id, requests)), style, now, formal, manner)
     with _SPOKEN_LOCK:
         hit = _SPOKEN.get(key)
     if hit is not None:
         return list(hit[1])
-    clauses = tuple(_spoken_clauses(requests, style, now, formal))
+    clauses = tuple(_spoken_clauses(requests, style, now, formal, manner))
     with _SPOKEN_LOCK:
         _SPOKEN[key] = (tuple(requests), clauses)
         if len(_SPOKEN) > SPOKEN_MEMO:
@@ -347,7 +395,8 @@ def spoken_clauses(requests: list[Request], style: int, now: str | None = None,
     return list(clauses)
 
 
-def _spoken_clauses(requests: list[Request], style: int, now: str | None, formal: bool) -> list[SpokenClause]:
+def _spoken_clauses(requests: list[Request], style: int, now: str | None, formal: bool,
+                    manner: str = "") -> list[SpokenClause]:
     said = [r for r in requests if r.kind != "identify" and r.clause]
     voice = _voice(requests, style)
     out: list[SpokenClause] = []
@@ -356,10 +405,10 @@ def _spoken_clauses(requests: list[Request], style: int, now: str | None, formal
         clause = agree(_sentence(r.clause))
         own = opening_connective(clause)
         if i == 0:
-            joiner = greeting(style, now, formal)
+            joiner = greeting(voice, now, formal)
             if own:
                 clause = clause[len(own):]
-            lead, closing = _framed(clause, voice, i, i == len(said) - 1, formal)
+            lead, closing = _framed(clause, voice, i, i == len(said) - 1, formal, manner, is_forbidden(r))
             text = (lead + " " if lead else "") + (_capitalise_sentences(clause) if lead else clause)
             if joiner.endswith(","):
                 text = lower_first(text, names)
@@ -368,11 +417,11 @@ def _spoken_clauses(requests: list[Request], style: int, now: str | None, formal
             joiner = joiner + " " if joiner else ""
         elif own:
             joiner, lead_text = "", _capitalise_sentences(clause)
-            _, closing = _framed(clause, voice, i, i == len(said) - 1, formal)
+            _, closing = _framed(clause, voice, i, i == len(said) - 1, formal, manner, is_forbidden(r))
             text = lead_text
         else:
             joiner = _joiner(style + i - 1, clause, formal)
-            _, closing = _framed(clause, voice, i, i == len(said) - 1, formal)
+            _, closing = _framed(clause, voice, i, i == len(said) - 1, formal, manner, is_forbidden(r))
             text = lower_first(clause, names)
         out.append(SpokenClause(joiner, text + (" " + closing if closing else ""), names))
     return out
@@ -390,5 +439,6 @@ def _joiner(k: int, clause: str, formal: bool = False) -> str:
     return pool[k % len(pool)]
 
 
-def _spoken(requests: list[Request], style: int, now: str | None = None, formal: bool = False) -> str:
-    return " ".join(c.joiner + c.text for c in spoken_clauses(requests, style, now, formal))
+def _spoken(requests: list[Request], style: int, now: str | None = None, formal: bool = False,
+            manner: str = "") -> str:
+    return " ".join(c.joiner + c.text for c in spoken_clauses(requests, style, now, formal, manner))

@@ -1,18 +1,20 @@
 """How requests are worded: greetings fit the domain's clock, names keep their case, connectives and words are never
-doubled, numbers agree, every forbidden request kind has at least 5 phrasings, and the audit counts clause skeletons
-(stored with the snapshot and gated)."""
+doubled, numbers agree, every forbidden request kind has at least 5 phrasings, no template says a word twice or leaves
+"either" / "as well" dangling, no greeting or filler is said in more than 3% of requests and none contradicts the
+speaker or follows a forbidden request, and the audit counts clause skeletons (stored with the snapshot and gated)."""
 
 from __future__ import annotations
 
 import copy
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import yaml
 
-from domains.check import MIN_FORBIDDEN_PHRASINGS, phrasing_shortfalls
+from domains.check import MIN_FORBIDDEN_PHRASINGS, phrasing_shortfalls, slot_values, wording_shortfalls, wording_slips
 from domains.engine import ToolCall
 from domains.registry import available_domains, get_engine, get_spec, spec_path
 from domains.spec import parse_spec
@@ -20,7 +22,8 @@ from synthesis.generate import ShardConfig, generate_shard
 from synthesis.persona import Persona
 from synthesis.realism_audit import TaskFacts, aggregate, task_figures
 from synthesis.requests import Request
-from synthesis.task import CASUAL, OPENINGS, Task, is_formal, spoken_clauses
+from synthesis.task import (AFTER_CHANGE_ONLY, CASUAL, CLOSINGS, CLOSINGS_AFTER_STATEMENT, LEAD_INS, MID_CLOSINGS, OPENINGS,
+                            Task, is_formal, spoken_clauses)
 from synthesis.wording import (agree, agree_numbers, doubled_connectives, doubled_words, greeting_contradicts, lower_first,
                                lowercased_names, part_of_day, plural_slips, skeleton)
 from warehouse.audit_models import read_audit, write_audit
@@ -90,8 +93,9 @@ def test_a_clause_that_starts_with_a_name_keeps_its_case_after_any_greeting_or_j
         assert "Noah Jensen" in alone and "Noah Jensen" in after and "noah Jensen" not in alone + after
         assert lowercased_names(after, named.says) == 0
     # a common first word is still lowered after a greeting that ends in a comma
-    hello = _task(first, style=OPENINGS.index("Hello,")).reason_for_call()
-    assert hello.startswith("Hello, ") and hello[len("Hello, ")].islower()
+    hello = next(t for t in (_task(first, style=s).reason_for_call() for s in range(len(OPENINGS) * 4))
+                 if t.startswith("Hello, "))  # the greeting is chosen by the speaker's voice
+    assert hello[len("Hello, ")].islower()
     assert lower_first("Edinburgh Waverley is my station", ["Edinburgh Waverley"]) == "Edinburgh Waverley is my station"
     assert lowercased_names("and noah Jensen too", ["Noah Jensen"]) == 1
 
@@ -209,3 +213,50 @@ def test_generated_tasks_carry_their_skeletons_and_no_wording_slips() -> None:
         assert figures["clause_skeletons"] and all("{}" in s or "?" in s or "." in s for s in figures["clause_skeletons"])
         assert all(figures[k] == 0 for k in ("greeting_clock_contradictions", "doubled_words", "doubled_joiners",
                                              "plural_slips", "lowercased_names")), r["request"]
+
+
+def test_every_request_template_reads_without_doubled_or_dangling_words() -> None:
+    """Every phrasing, forbidden phrasing and known fact of every domain: no word said twice (also across a slot,
+    as "a {loyalty_tier} member" read "a member member"), no "either" or "as well" leaning on nothing."""
+    for domain in available_domains():
+        assert wording_shortfalls(get_spec(domain)) == [], domain
+    values = slot_values(get_spec("restaurant"))
+    assert wording_slips("you are a {loyalty_tier} member", values) == [
+        "'{loyalty_tier} member' reads 'member member' when loyalty_tier is 'member'"]
+    assert wording_slips("{other_name} can't travel now either - refund {ticket_id} as well", {}) == [
+        "dangling 'either'", "dangling 'as well'"]
+    assert wording_slips("either the 10:00 or the 11:00 one, as well as a seat", {}) == []
+
+
+def _shares(manner: str, n: int = 3000) -> Counter[str]:
+    """How often each greeting and filler is said over ``n`` two-goal requests by speakers of one manner."""
+    said: Counter[str] = Counter()
+    phrases = {p for p in (*OPENINGS, *LEAD_INS, *MID_CLOSINGS, *CLOSINGS, *CLOSINGS_AFTER_STATEMENT) if p.strip()}
+    for k in range(n):
+        goals = [_goal(f"could you refund booking TK{k:05d}?", (f"TK{k:05d}",)), _goal(f"please move seat D{k % 90:02d}")]
+        text = _task(*goals, style=k % 15, manner=manner).reason_for_call()
+        said.update(p for p in phrases if re.search(r"(?:^|\s)" + re.escape(p.strip()) + r"(?:\s|$)", text))
+    return said
+
+
+def test_no_greeting_or_filler_is_said_in_more_than_3_percent_of_requests() -> None:
+    for manner in ("polite and a little chatty", "formal; writes complete sentences and expects the same",
+                   "in a hurry and slightly impatient; wants it sorted quickly"):
+        top = _shares(manner).most_common(3)
+        assert top[0][1] / 3000 <= 0.03, (manner, top)
+
+
+def test_fillers_fit_the_speaker_and_the_request_they_follow() -> None:
+    """No "No rush" from a speaker in a hurry, no filler on a forbidden request (a "That's the big one." after a
+    request the agent must refuse), no "Hope that's okay." after a question."""
+    hurried = _shares("in a hurry and slightly impatient; wants it sorted quickly")
+    assert hurried["No rush on that one."] == 0 and hurried["Whenever you get a chance."] == 0
+    assert _shares("polite and a little chatty")["No rush on that one."] > 0
+    forbidden = Request("forbidden", "my friend Noah Jensen wants booking TK00350 refunded", (),
+                        says=("Noah Jensen", "TK00350"))
+    fillers = {p for p in (*MID_CLOSINGS, *LEAD_INS) if p}
+    for k in range(400):
+        first = _goal(f"could you tell me the fare of TK{k:05d}?", (f"TK{k:05d}",))
+        clauses = spoken_clauses([IDENTIFY, forbidden, first], k, "2025-03-10T08:00:00")
+        assert not any(f in clauses[0].text for f in fillers), clauses[0].text
+        assert not any(p in clauses[1].text for p in AFTER_CHANGE_ONLY), clauses[1].text
