@@ -187,7 +187,7 @@ def rule_example_result(engine: DomainEngine, rule: Rule) -> ToolResult | str:
 def breakable_rules(spec: DomainSpec) -> set[str]:
     """Ids of rules a call can break: one a precondition checks, or one a refusal outcome cites in an intent
     whose other outcomes write (so the refused request is a write some tool makes)."""
-    out = {p.rule for t in spec.tools for p in t.preconditions if p.rule}
+    out = {r for t in spec.tools for p in t.preconditions for r in p.rules}
     for intent in spec.intents:
         writes = [any(spec.tool(c.tool).kind == "write" for c in o.calls if spec.tool(c.tool)) for o in intent.outcomes]
         if any(writes):

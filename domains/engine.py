@@ -20,7 +20,7 @@ from domains.arguments import blank_problem, format_problem, shape_problem
 from domains.fastcheck import compile_check
 from domains.ddl import AUDIT_TABLE, audit_schema, schema_statements
 from domains.seeding import seed_tables, sequence_value
-from domains.spec import SLOT, DomainSpec, Table, Tool
+from domains.spec import SLOT, DomainSpec, Precondition, Table, Tool
 from domains.sqlguard import EFFECT, READ, StatementGuard
 
 POOL_SIZE = 16
@@ -299,6 +299,32 @@ class Database:
         finally:
             self.conn.execute("ROLLBACK TO dry_run")
             self.conn.execute("RELEASE dry_run")
+
+    def failed_checks(self, name: str, arguments: Any) -> list[Precondition] | str:
+        """Every precondition of tool ``name`` that ``arguments`` break now, in order, the policy-only ones
+        included (the engine skips those when it calls); nothing runs but the reads. A call that does not bind
+        (unknown tool, bad arguments) is its error text."""
+        tool = self.engine.tools.get(name)
+        if tool is None:
+            return f"Unknown tool {_short(name)!r}"
+        self.conn.execute("SAVEPOINT checks")  # binding may draw a generated key; nothing is kept
+        try:
+            params = self._bind(tool, arguments)
+            out = []
+            for pre in tool.preconditions:
+                self.guard.enter(READ)
+                try:
+                    row = self.conn.execute(pre.sql, params).fetchone()
+                finally:
+                    self.guard.leave()
+                if (row is None) == (pre.expect == "exists"):
+                    out.append(pre)
+            return out
+        except (CallError, sqlite3.Error) as exc:
+            return str(exc)
+        finally:
+            self.conn.execute("ROLLBACK TO checks")
+            self.conn.execute("RELEASE checks")
 
     def _undo(self, changes: bool = True) -> None:
         if changes:

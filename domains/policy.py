@@ -1,6 +1,7 @@
 """The policy text an agent reads: the spec's own policy plus what the spec declares elsewhere (the clock,
-how each role is identified, and every written rule by id, split truthfully into the rules the tools check and
-the rules the agent must apply itself)."""
+how each role is identified, and every written rule by id, split truthfully: the rules the tools check are exactly
+those a checked precondition cites, each sentence the description of that executable check; the terms the tools
+apply (a fee, a price) follow; every other rule is the agent's to apply itself)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,26 @@ if TYPE_CHECKING:
 
 TOOL_RULES_HEADING = ("Rules the tools check (a call that breaks one fails with an error, and nothing is "
                       "changed):")
+TERMS_HEADING = ("Terms the tools apply (how an allowed operation is priced or carried out; nothing to check, "
+                 "the tool's result shows it):")
 AGENT_RULES_HEADING = ("Rules the agent must apply itself (the tools will not stop you: a call that breaks one "
                        "succeeds, and doing it is a mistake):")
 
 
-def policy_text(policy: str, now: str, users: Users | None, rules: tuple[Rule, ...]) -> str:
-    """``policy`` followed by the current date and time, the identification rules and the rules by id."""
+def section_of(rule: Rule, checked: frozenset[str]) -> str:
+    """Where the policy lists ``rule``: "tool" when a precondition the tools enforce cites it, "term" for a rule the
+    spec says the tools apply that no call breaks (a fee, a price), and "agent" for every other rule."""
+    if rule.id in checked:
+        return "tool"
+    if rule.checked_by == "tool" and rule.example is None:
+        return "term"
+    return "agent"
+
+
+def policy_text(policy: str, now: str, users: Users | None, rules: tuple[Rule, ...],
+                checked: frozenset[str] = frozenset()) -> str:
+    """``policy`` followed by the current date and time, the identification rules and the rules by id; ``checked``:
+    the ids of the rules a precondition the tools enforce cites (``domains.spec.checked_rule_ids``)."""
     from domains.realism_spec import BUILTIN_RULES  # local: realism_spec is imported by spec, which imports this
 
     try:
@@ -30,8 +45,8 @@ def policy_text(policy: str, now: str, users: Users | None, rules: tuple[Rule, .
     if users is not None:
         lines += [role.rule for role in users.roles if role.rule]
     every = rules + (BUILTIN_RULES if users is not None else ())
-    for heading, kind in ((TOOL_RULES_HEADING, "tool"), (AGENT_RULES_HEADING, "agent")):
-        chosen = [r for r in every if r.checked_by == kind]
+    for heading, kind in ((TOOL_RULES_HEADING, "tool"), (TERMS_HEADING, "term"), (AGENT_RULES_HEADING, "agent")):
+        chosen = [r for r in every if section_of(r, checked) == kind]
         if chosen:
             lines.append(heading)
             lines += [f"- {rule_line(r)}" for r in chosen]
@@ -41,7 +56,11 @@ def policy_text(policy: str, now: str, users: Users | None, rules: tuple[Rule, .
 def rule_line(rule: Rule) -> str:
     """How the policy writes one rule: ``[id] sentence``."""
     text = f"[{rule.id}] {rule.text}"
-    return f"{text} {rule.alternative.sentence()}" if rule.alternative is not None else text
+    if rule.alternative is not None:
+        text = f"{text} {rule.alternative.sentence()}"
+    if rule.before:
+        text += f" Where {' or '.join(f'[{r}]' for r in rule.before)} also applies, this rule decides."
+    return text
 
 
 _NOT_CHECKED = re.compile(r"tools (do|does|will) not (check|stop)|not checked by the tools|the tools let .{0,40} through",
@@ -58,13 +77,13 @@ def policy_contradictions(text: str, spec: Any = None) -> list[str]:
     if _NOT_CHECKED.search(text) and _ALL_CHECKED.search(text):
         out.append(f"says both {_ALL_CHECKED.search(text).group(0)!r} and {_NOT_CHECKED.search(text).group(0)!r}")
     if spec is not None:
-        checked = text.split(AGENT_RULES_HEADING, 1)[0]
+        checked = text.split(AGENT_RULES_HEADING, 1)[0].split(TERMS_HEADING, 1)[0]
         writes = text.split("## Write operations", 1)[1] if "## Write operations" in text else ""
         for tool in spec.tools:
             for p in tool.preconditions:
                 if p.enforced_by == "policy" and f"- {p.error}" in writes:
                     out.append(f"{tool.name}: the policy-only check {p.error!r} is listed among the tools' checks")
         for rule in spec.all_rules:
-            if rule.checked_by == "agent" and f"- {rule_line(rule)}" in checked:
-                out.append(f"rule {rule.id} is the agent's to apply, yet it is listed among the tools' checks")
+            if rule.id not in spec.checked_rules and f"- {rule_line(rule)}" in checked:
+                out.append(f"rule {rule.id} is checked by no tool, yet it is listed among the tools' checks")
     return out

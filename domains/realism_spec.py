@@ -130,6 +130,7 @@ class Rule:
     example_after: tuple[CallTemplate, ...] = ()
     no_example: str = ""
     alternative: Alternative | None = None  # a limit's allowed alternative, and whether the agent offers it
+    before: tuple[str, ...] = ()  # rules this one decides before when one request breaks both (its precedence)
 
 
 # rules every domain with users states (domains/policy.py renders them); a spec may not redeclare their ids
@@ -214,7 +215,8 @@ def build_rules(raw: list[dict[str, Any]] | None) -> tuple[Rule, ...]:
                       tuple(_call(c) for c in (r.get("example") or {}).get("after", ())),
                       " ".join(str(r.get("no_example", "")).split()),
                       Alternative(" ".join(r["alternative"]["what"].split()), bool(r["alternative"]["offer"]),
-                                  r["alternative"]["say"]) if "alternative" in r else None) for r in raw or ())
+                                  r["alternative"]["say"]) if "alternative" in r else None,
+                      tuple(r.get("before", ()))) for r in raw or ())
 
 
 def build_invariants(raw: list[dict[str, Any]] | None) -> tuple[Invariant, ...]:
@@ -304,6 +306,11 @@ def _rules_problems(spec: DomainSpec, tools: dict[str, Any]) -> list[str]:
             else:
                 out += [f"rules[{k}].{where}.arguments.{p}: not a parameter of {tool.name}"
                         for p in call.arguments if p not in tool.param_names]
+    ids = {r.id for r in (*spec.rules, *BUILTIN_RULES)}
+    for k, rule in enumerate(spec.rules):
+        out += [f"rules[{k}].before: unknown rule {other!r}" for other in rule.before if other not in ids]
+        out += [f"rules[{k}].before: rule {rule.id!r} cannot come before itself" for other in rule.before
+                if other == rule.id]
     for k, rule in enumerate(spec.rules):
         if rule.alternative is None:
             continue
@@ -318,19 +325,27 @@ def _rules_problems(spec: DomainSpec, tools: dict[str, Any]) -> list[str]:
     for i, tool in enumerate(spec.tools):
         for k, pre in enumerate(tool.preconditions):
             where = f"tools[{i}].preconditions[{k}].rule"
-            if not pre.rule:
+            if not pre.rules:
                 if pre.enforced_by == "policy":
                     out.append(f"{where}: a policy-only precondition needs the id of the rule it checks "
                                f"(declare the rule under rules: with checked_by: agent)")
                 continue
-            rule = known.get(pre.rule)
-            if rule is None:
-                out.append(f"{where}: unknown rule {pre.rule!r}; declare it under rules:")
-            elif pre.enforced_by == "policy" and rule.checked_by != "agent":
-                out.append(f"{where}: the tool lets this precondition through (enforced_by: policy), so rule "
-                           f"{rule.id!r} must say checked_by: agent")
-            elif pre.enforced_by == "tool" and rule.checked_by != "tool":
-                out.append(f"{where}: the tool checks this precondition, so rule {rule.id!r} must say checked_by: tool")
+            for rule_id in pre.rules:
+                rule = known.get(rule_id)
+                if rule is None:
+                    out.append(f"{where}: unknown rule {rule_id!r}; declare it under rules:")
+                elif pre.enforced_by == "policy" and rule.checked_by != "agent":
+                    out.append(f"{where}: the tool lets this precondition through (enforced_by: policy), so rule "
+                               f"{rule.id!r} must say checked_by: agent")
+                elif pre.enforced_by == "tool" and rule.checked_by != "tool":
+                    out.append(f"{where}: the tool checks this precondition, so rule {rule.id!r} must say "
+                               f"checked_by: tool")
+    checked = {r for t in spec.tools for p in t.preconditions if p.enforced_by == "tool" for r in p.rules}
+    for k, rule in enumerate(spec.rules):  # the policy lists among the tools' checks only what a check cites
+        if rule.checked_by == "tool" and rule.example is not None and rule.id not in checked:
+            out.append(f"rules[{k}]: rule {rule.id!r} says checked_by: tool, yet no precondition a tool enforces "
+                       f"cites it: add rule: {rule.id} to the check that refuses its example, or say checked_by: "
+                       f"agent")
     for k, intent in enumerate(spec.intents):
         for outcome in intent.outcomes:
             where = f"intents[{k}].outcomes.{outcome.name}.rule"

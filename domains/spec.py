@@ -78,7 +78,13 @@ class Precondition:
     error: str
     expect: str = "exists"
     enforced_by: str = "tool"  # "policy": the tool lets it through; only the agent (and the state check) enforces it
-    rule: str = ""  # the id of the rules: entry this precondition checks
+    rule: str = ""  # the id of the rules: entry this precondition checks (the first, where it checks several)
+    also: tuple[str, ...] = ()  # further rules the same check decides (a permission beside its refusal)
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """Every rule id this precondition checks."""
+        return ((self.rule,) if self.rule else ()) + self.also
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,11 @@ class DomainSpec:
         from domains.realism_spec import BUILTIN_RULES
 
         return self.rules + (BUILTIN_RULES if self.users is not None else ())
+
+    @property
+    def checked_rules(self) -> frozenset[str]:
+        """The ids of the rules a precondition the tools enforce cites: the policy's "Rules the tools check"."""
+        return checked_rule_ids(self.tools)
 
     def rule(self, rule_id: str) -> Rule | None:
         return next((r for r in self.all_rules if r.id == rule_id), None)
@@ -295,7 +306,7 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
             name=t["name"], description=t["description"].strip(), kind=t["kind"], entity=t["entity"],
             parameters=params, returns_sql=t["returns"]["sql"], returns_mode=t["returns"].get("mode", "one"),
             preconditions=tuple(Precondition(p["sql"], p["error"], p.get("expect", "exists"),
-                                             p.get("enforced_by", "tool"), p.get("rule", "").strip())
+                                             p.get("enforced_by", "tool"), *_rule_ids(p.get("rule", "")))
                                 for p in t.get("preconditions", [])),
             effects=tuple(t.get("effects", [])), generated=dict(t.get("generated", {})),
             computed={k: (v["how"], v["from"]) for k, v in t.get("computed", {}).items()},
@@ -307,7 +318,8 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
     users = build_users(raw.get("users"))
     rules = build_rules(raw.get("rules"))
     return DomainSpec(name=raw["domain"], description=raw["description"].strip(), now=raw["now"],
-                      policy=policy_text(raw.get("policy", "").strip(), raw["now"], users, rules),
+                      policy=policy_text(raw.get("policy", "").strip(), raw["now"], users, rules,
+                                         checked_rule_ids(tools)),
                       rules=rules,
                       tables=tuple(tables), tools=tuple(tools),
                       utterances={k: tuple(v) for k, v in raw["utterances"].items()}, path=label,
@@ -815,3 +827,15 @@ def schema_statements_for(spec: DomainSpec) -> list[str]:
     from domains.ddl import schema_statements  # local: ddl imports this module's types
 
     return schema_statements(spec)
+
+
+def _rule_ids(raw: Any) -> tuple[str, tuple[str, ...]]:
+    """A precondition's ``rule``: one id, or a list of ids (the first kept as ``rule``, the rest as ``also``)."""
+    ids = [str(i).strip() for i in (raw if isinstance(raw, list) else [raw]) if str(i).strip()]
+    return (ids[0] if ids else ""), tuple(ids[1:])
+
+
+def checked_rule_ids(tools: Any) -> frozenset[str]:
+    """The rules some tool really checks: cited by a precondition the tool enforces (not a policy-only one)."""
+    return frozenset(r for t in tools for p in t.preconditions if p.enforced_by == "tool" for r in p.rules)
+
