@@ -8,7 +8,8 @@ the database, a forbidden request kind (``for_someone_else``, an intent the role
 5 phrasings, a rule with neither an example call nor a ``no_example`` reason, a rule example that does not
 behave as its ``checked_by`` says (a call breaking a tool-checked rule must fail, one breaking an agent-applied
 rule succeed), or a write the tools let through that leaves a declared invariant broken (unless a policy-only rule
-forbids it).
+forbids it), a rule listed among the tools' checks that a call generated from the intents gets through, or two
+rules one request breaks with no precedence named (``before:``).
 Exit status 1 when anything falls short, 2 for a usage error (no argument, nothing found).
 """
 
@@ -139,7 +140,21 @@ def shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
             if result.ok and tool.kind == "write" and not result.writes:
                 out.append(f"tool {tool.name} example {k}: a write call that wrote no row")
             db.close()
-    return out + rule_shortfalls(spec, engine) + invariant_breaking_writes(spec, engine)
+    return (out + rule_shortfalls(spec, engine) + invariant_breaking_writes(spec, engine)
+            + rule_truth_shortfalls(spec, engine))
+
+
+def rule_truth_shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
+    """A rule listed among the tools' checks that a generated violating call gets through, and two rules one request
+    breaks that name no precedence (``synthesis/rule_cases.py``)."""
+    if spec.users is None:
+        return []
+    from synthesis.rule_cases import rule_cases, rule_conflicts  # local: the cases bind intents as synthesis does
+
+    out = [f"rule {rule} is listed among the tools' checks, yet {c.call.name}({c.call.arguments}) went through "
+           f"({c.source})" for rule, cases in rule_cases(spec, engine).items() for c in cases if not c.refused]
+    return out + [f"rules {c.first} and {c.second} decide {c.call.name}({c.call.arguments}) differently: {c.problem}; "
+                  f"name the one that decides with before:" for c in rule_conflicts(spec, engine)]
 
 
 def rule_shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:

@@ -129,7 +129,8 @@ def _searched(spec: DomainSpec, db: Database, rule: str, rng: random.Random,
             try:
                 if not all(db.call(c.tool, c.arguments).ok for c in setup):
                     continue
-                draws = [dict(c) for c in calls] + [{n: rng.choice(seen[n]) for n in names} for _ in range(SEARCH_TRIES)]
+                draws = [dict(c) for c in calls]
+                draws += [{n: rng.choice(seen[n]) for n in names} for _ in range(SEARCH_TRIES)]
                 for arguments in draws:  # the calls as they are first, then their values recombined
                     failed = db.failed_checks(tool.name, arguments)
                     checked = [] if isinstance(failed, str) else [p for p in failed if p.enforced_by == "tool"]

@@ -284,7 +284,8 @@ CASUAL = frozenset({"Hey,", "Hiya,", "Hey!", "Hi!", "Hi there.", "Right,", "So,"
                     "Something needs sorting out.", "Just a small thing.", "Cheers.", "Ta.", "Fingers crossed.",
                     "That's the big one.", "No rush on that one.", "Hey there,", "Hi again,", "Alright,",
                     "Hi folks,", "Okay then,", "Hiya.", "Heya,", "Hey again,", "Hi there!", "Hallo,",
-                    "Hey folks,", "Hi all,", "Good to reach you.", "Thanks!", "Thanks, bye.", "Cheers, thanks.", "Thanks ever so much.",
+                    "Hey folks,", "Hi all,", "Good to reach you.", "Thanks!", "Thanks, bye.", "Cheers, thanks.",
+                    "Thanks ever so much.",
                     "It's been bugging me.", "That's the urgent bit.", "Hi there,"})
 
 
@@ -380,8 +381,8 @@ def spoken_clauses(requests: list[Request], style: int, now: str | None = None,
                    formal: bool = False, manner: str = "") -> list[SpokenClause]:
     """What a person says, clause by clause: an opening fitted to the clock, their first goal, then the rest joined
     as people join them (a clause that opens with its own connective gets no other); ``formal``: in a formal
-    speaker's words (``CASUAL`` left out); ``manner``: no filler that contradicts it. Remembered for the last few request lists by identity (requests are
-    frozen; the memo holds them, so an id is not reused meanwhile)."""
+    speaker's words (``CASUAL`` left out); ``manner``: no filler that contradicts it. Remembered for the last few
+    request lists by identity (requests are frozen; the memo holds them, so an id is not reused meanwhile)."""
     key = (tuple(map(id, requests)), style, now, formal, manner)
     with _SPOKEN_LOCK:
         hit = _SPOKEN.get(key)

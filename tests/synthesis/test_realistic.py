@@ -128,7 +128,7 @@ def test_a_forbidden_request_fails_both_the_lazy_and_the_obliging_agent() -> Non
     assert not verify(vt, Trajectory((), said), engine).solved
     # the obliging agent also refunds the other passenger's ticket named in the request
     other = next(r for r in task.requests if r.kind == "forbidden")
-    ticket = next(w for w in other.clause.split() if w.startswith("TK")).strip(",.;")
+    ticket = next(w for w in other.clause.split() if w.startswith("TK")).strip(",.;?!")
     extra = ToolCall("refund_ticket", {"ticket_id": ticket})
     verdict = verify(vt, Trajectory((*task.gold_calls, extra), said), engine)
     assert not verdict.solved and not verdict.execution.passed

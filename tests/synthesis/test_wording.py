@@ -22,8 +22,8 @@ from synthesis.generate import ShardConfig, generate_shard
 from synthesis.persona import Persona
 from synthesis.realism_audit import TaskFacts, aggregate, task_figures
 from synthesis.requests import Request
-from synthesis.task import (AFTER_CHANGE_ONLY, CASUAL, CLOSINGS, CLOSINGS_AFTER_STATEMENT, LEAD_INS, MID_CLOSINGS, OPENINGS,
-                            Task, is_formal, spoken_clauses)
+from synthesis.task import (AFTER_CHANGE_ONLY, CASUAL, CLOSINGS, CLOSINGS_AFTER_STATEMENT, LEAD_INS, MID_CLOSINGS,
+                            OPENINGS, Task, is_formal, spoken_clauses)
 from synthesis.wording import (agree, agree_numbers, doubled_connectives, doubled_words, greeting_contradicts, lower_first,
                                lowercased_names, part_of_day, plural_slips, skeleton)
 from warehouse.audit_models import read_audit, write_audit
@@ -233,7 +233,8 @@ def _shares(manner: str, n: int = 3000) -> Counter[str]:
     said: Counter[str] = Counter()
     phrases = {p for p in (*OPENINGS, *LEAD_INS, *MID_CLOSINGS, *CLOSINGS, *CLOSINGS_AFTER_STATEMENT) if p.strip()}
     for k in range(n):
-        goals = [_goal(f"could you refund booking TK{k:05d}?", (f"TK{k:05d}",)), _goal(f"please move seat D{k % 90:02d}")]
+        goals = [_goal(f"could you refund booking TK{k:05d}?", (f"TK{k:05d}",)),
+                 _goal(f"please move seat D{k % 90:02d}")]
         text = _task(*goals, style=k % 15, manner=manner).reason_for_call()
         said.update(p for p in phrases if re.search(r"(?:^|\s)" + re.escape(p.strip()) + r"(?:\s|$)", text))
     return said
