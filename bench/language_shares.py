@@ -3,8 +3,8 @@
     python bench/language_shares.py --warehouse /tmp/wh.duckdb [--snapshot ID] [--top 3]
 
 Reads the snapshot's task instructions (the latest snapshot by default) and prints, per domain, the share of
-requests that open with each greeting of ``synthesis.task.OPENINGS`` and the share that say each lead-in, closing
-or mid-request filler, the most common first, with the largest share of each kind. Issue 39 asks for no opening
+requests that open with each greeting of ``synthesis.task.OPENINGS``, that say each filler (a lead-in or a filler
+after a goal) and each closing, the most common first, and the largest share of each kind. Issue 39 asks for no opening
 or filler above 3% of a domain's requests.
 """
 
@@ -28,24 +28,30 @@ def openings() -> list[str]:
 
 
 def fillers() -> list[str]:
-    return sorted({p for p in (*LEAD_INS, *MID_CLOSINGS, *CLOSINGS, *CLOSINGS_AFTER_STATEMENT) if p},
-                  key=len, reverse=True)
+    """Lead-ins and the fillers after a goal ("No rush on that one."): what issue 39 calls filler clauses."""
+    return sorted({p for p in (*LEAD_INS, *MID_CLOSINGS) if p}, key=len, reverse=True)
+
+
+def closings() -> list[str]:
+    """The thanks and sign-offs after the last goal."""
+    return sorted({p for p in (*CLOSINGS, *CLOSINGS_AFTER_STATEMENT) if p}, key=len, reverse=True)
 
 
 def shares(instructions: list[tuple[str, str]]) -> dict[str, dict[str, Counter[str]]]:
     """domain -> {"opening": Counter, "filler": Counter, "n": Counter({"requests": n})}: requests per phrase."""
     out: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: {"opening": Counter(), "filler": Counter(),
-                                                                   "n": Counter()})
-    heads, phrases = openings(), fillers()
+                                                                   "closing": Counter(), "n": Counter()})
+    heads, kinds = openings(), {"filler": fillers(), "closing": closings()}
     for domain, text in instructions:
         seen = out[domain]
         seen["n"]["requests"] += 1
         head = next((h for h in heads if text.startswith(h)), None)
         if head is not None:
             seen["opening"][head] += 1
-        for phrase in phrases:  # a phrase is a sentence of its own: bounded by the start or a space, and a space or end
-            if re.search(r"(?:^|\s)" + re.escape(phrase) + r"(?:\s|$)", text):
-                seen["filler"][phrase] += 1
+        for kind, phrases in kinds.items():  # a phrase is a sentence of its own, bounded by spaces or the ends
+            for phrase in phrases:
+                if re.search(r"(?:^|\s)" + re.escape(phrase) + r"(?:\s|$)", text):
+                    seen[kind][phrase] += 1
     return out
 
 
@@ -61,17 +67,15 @@ def main() -> None:
     rows = con.execute("SELECT domain, instruction FROM tasks WHERE snapshot_id = ?", [snapshot]).fetchall()
     figures = shares([(d, t) for d, t in rows])
     print(f"snapshot {snapshot}: {len(rows)} requests")
-    print(f"{'domain':<14}{'n':>6}  {'top openings':<58}{'top fillers'}")
-    worst = {"opening": 0.0, "filler": 0.0}
+    worst = {"opening": 0.0, "filler": 0.0, "closing": 0.0}
     for domain in sorted(figures):
         seen, n = figures[domain], figures[domain]["n"]["requests"]
-        cells = []
-        for kind in ("opening", "filler"):
+        print(f"{domain} ({n} requests)")
+        for kind in worst:
             top = seen[kind].most_common(args.top)
             worst[kind] = max(worst[kind], top[0][1] / n if top else 0.0)
-            cells.append(", ".join(f"{p!r} {c / n:.1%}" for p, c in top))
-        print(f"{domain:<14}{n:>6}  {cells[0]:<58}{cells[1]}")
-    print(f"largest opening share {worst['opening']:.1%}, largest filler share {worst['filler']:.1%}")
+            print(f"  {kind:<8} " + ", ".join(f"{p!r} {c / n:.1%}" for p, c in top))
+    print(", ".join(f"largest {kind} share {share:.1%}" for kind, share in worst.items()))
 
 
 if __name__ == "__main__":

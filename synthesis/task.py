@@ -9,6 +9,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from domains.engine import ToolCall
@@ -238,7 +239,8 @@ _GREETINGS = ("Hi.", "Hello,", "{Part}.|Hello.", "Hey,", "Hiya,", "Good {part}.|
               "Hi again,", "Hello again.", "Good day.", "Hi there,", "Okay then,", "Alright,", "Hi folks,",
               "Hi team,", "Hello team,", "Hi support,", "Hello support,", "Dear support team,", "Good to reach you.",
               "Hi all,", "Hello all,", "Hiya.", "Heya,", "Hey again,", "Hi there!", "Hello there!", "Hallo,",
-              "Good day to you.", "Hey folks,")
+              "Hey folks,", "Dear team,", "Dear customer service,", "Good day, team.", "Dear support,",
+              "Hello to you.")
 OPENINGS = _GREETINGS + ("",) * 40  # a greeting in 1 request of 80 at most
 JOINERS = ("Also, ", "One more thing: ", "Oh, and ", "Separately, ", "While I have you, ", "And ",
            "Another thing - ", "Besides that, ")
@@ -248,14 +250,41 @@ _LEADS = ("Quick question.", "Hoping you can help.", "Sorry to bother you.", "Ne
           "Can you help me?", "Bit of a favour to ask.", "Something needs sorting out.", "This is a bit urgent.",
           "Got a minute?", "Here's my problem.", "Just a small thing.", "Wondering if you can help.",
           "Thanks for picking this up.", "Apologies for the trouble.", "Me again.", "Not sure who else to ask.",
-          "Any chance you can help?", "First time using this chat.")
-LEAD_INS = ("",) * 62 + _LEADS
+          "Any chance you can help?", "First time using this chat.", "I hope you can help.", "I have a request.",
+          "A question for you.", "I'd be grateful for your help.", "I need some help, please.",
+          "I'm hoping this is quick.",
+          "There's something I need.", "It's about my account.", "Short one today.", "Glad I caught you.",
+          "I won't keep you long.", "This should be simple.", "I'll be quick.", "Straight to it.", "A small request.",
+          "One request today.", "I'd like some help.", "I was told to ask here.", "Maybe you can sort this.",
+          "Hopefully an easy one.", "I've been meaning to ask.", "Following up on something.", "Help needed, please.",
+          "Could you look into something?", "Here's what I need.", "I'm writing with a request.",
+          "I'd appreciate some help.", "Something came up.", "I have a quick one.", "I'm after some help.",
+          "A quick request, please.", "Hope you're well.", "Hoping for a quick answer.", "I need to sort something.",
+          "Just checking something.", "This one's simple, I think.", "It's a small matter.",
+          "I'm contacting you about this.",
+          "I could use a hand.", "Can I ask something?", "Quick favour.", "There's a thing I need done.")
+# a lead-in before most first goals: what a request says is read with its framing (the audit's clause skeletons), and
+# 60 of them keep each near 1% of a domain's requests
+LEAD_INS = ("",) * 20 + _LEADS
 _THANKS = ("Thanks.", "Thank you.", "Thanks in advance.", "Cheers.", "Much appreciated.", "Thanks so much.",
            "Thanks for your help.", "Many thanks.", "Appreciate it.", "Ta.", "Thanks!", "Thank you very much.",
            "Thanks a lot.", "Thank you kindly.", "Many thanks in advance.", "Grateful for the help.", "Thanks, bye.",
            "Thank you for your time.", "That's all, thanks.", "That's everything, thanks.", "Cheers, thanks.",
-           "Thanks ever so much.", "Thank you, that's all.", "Best wishes.")
-CLOSINGS = ("",) * 56 + _THANKS
+           "Thanks ever so much.", "Thank you, that's all.", "Best wishes.", "Thanks very much for this.",
+           "Thank you in advance.", "I appreciate the help.", "Many thanks for your time.", "That's it, thanks.",
+           "Cheers for that.", "Thanks for sorting it.", "Thank you for looking into it.", "Much obliged.",
+           "Thanks a bunch.", "Kind regards.", "Regards.", "With thanks.", "Thanks again.", "Thank you so much.",
+           "Really appreciate it.", "Thanks for checking.", "Thanks for your patience.", "Thanks, have a good day.",
+           "Thank you, have a nice day.", "That's all I needed.", "That's all for today.",
+           "Thanks in advance for this.",
+           "Thank you for the help.", "Thanks, you're a star.", "Speak soon.", "Thanks for your time today.",
+           "Thank you, much appreciated.", "I'm grateful.", "Thanks for the help.", "Thank you very kindly.",
+           "Many thanks again.", "Thanks heaps.", "All the best.", "Thank you for your help today.", "Have a good one.",
+           "Thanks, take care.", "Take care.", "Thank you and goodbye.", "That's all from me.",
+           "Much appreciated, thanks.",
+           "Thanks for getting back to me.", "Thanks for the quick help.", "Thank you for your patience.",
+           "Cheers, that's all.", "With many thanks.")
+CLOSINGS = ("",) * 12 + _THANKS
 CLOSINGS_AFTER_STATEMENT = ("That would be great.", "I'd appreciate it.", "That would help a lot.")
 # after a clause that is not the last one (people thank once, at the end), and only after the first goal: a second
 # "that one matters most" would contradict the first
@@ -279,13 +308,15 @@ AFTER_CHANGE_ONLY = frozenset({"Hope that's okay.", "If that's possible.", "If i
 
 # what a persona whose manner is formal ("formal; writes complete sentences") does not say: slang greetings, joiners,
 # lead-ins and closings (each pick steps to the next phrase of its kind that is not here)
-CASUAL = frozenset({"Hey,", "Hiya,", "Hey!", "Hi!", "Hi there.", "Right,", "So,", "Okay,", "Oh, and ", "Another thing - ",
+CASUAL = frozenset({"Hey,", "Hiya,", "Hey!", "Hi!", "Hi there.", "Right,", "So,", "Okay,", "Oh, and ",
+                    "Another thing - ",
                     "Bit of a favour to ask.", "Got a minute?", "Me again.", "Need a hand with something.",
                     "Something needs sorting out.", "Just a small thing.", "Cheers.", "Ta.", "Fingers crossed.",
                     "That's the big one.", "No rush on that one.", "Hey there,", "Hi again,", "Alright,",
                     "Hi folks,", "Okay then,", "Hiya.", "Heya,", "Hey again,", "Hi there!", "Hallo,",
                     "Hey folks,", "Hi all,", "Good to reach you.", "Thanks!", "Thanks, bye.", "Cheers, thanks.",
-                    "Thanks ever so much.",
+                    "Thanks ever so much.", "Thanks a bunch.", "Cheers for that.", "Thanks, you're a star.",
+                    "Thanks heaps.", "Have a good one.", "Cheers, that's all.", "Quick favour.", "Speak soon.",
                     "It's been bugging me.", "That's the urgent bit.", "Hi there,"})
 
 
@@ -326,9 +357,14 @@ def _pick(options: tuple[str, ...], *key: object, formal: bool = False, manner: 
     """A stable choice (the same task always reads the same), spread by the clause itself; a formal speaker's
     from the options that are not casual, any speaker's from those that do not contradict their ``manner``, and
     after a clause ending in ``after`` ("?" or ".") only from the fillers that fit it."""
-    options = tuple(o for o in options if fits(o, formal, manner, after))
+    options = _fitting(options, formal, manner, after)
     digest = hashlib.sha256(json.dumps(key, default=str).encode()).digest()
     return options[int.from_bytes(digest[:4], "big") % len(options)]
+
+
+@lru_cache(maxsize=4096)
+def _fitting(options: tuple[str, ...], formal: bool, manner: str, after: str) -> tuple[str, ...]:
+    return tuple(o for o in options if fits(o, formal, manner, after))  # a pool is filtered once per speaker kind
 
 
 def fits(phrase: str, formal: bool = False, manner: str = "", after: str = "") -> bool:
