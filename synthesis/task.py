@@ -241,7 +241,7 @@ _GREETINGS = ("Hi.", "Hello,", "{Part}.|Hello.", "Hey,", "Hiya,", "Good {part}.|
               "Hi all,", "Hello all,", "Hiya.", "Heya,", "Hey again,", "Hi there!", "Hello there!", "Hallo,",
               "Hey folks,", "Dear team,", "Dear customer service,", "Good day, team.", "Dear support,",
               "Hello to you.")
-OPENINGS = _GREETINGS + ("",) * 40  # a greeting in 1 request of 80 at most
+OPENINGS = _GREETINGS + ("",) * 60  # each greeting in about 1 request of 100
 JOINERS = ("Also, ", "One more thing: ", "Oh, and ", "Separately, ", "While I have you, ", "And ",
            "Another thing - ", "Besides that, ")
 # said before the first goal, or after any goal: how people frame a request (the goal itself comes from the spec);
