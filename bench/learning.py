@@ -9,6 +9,15 @@ then every stage's final model on the test split under held-out pricing. Prints 
 95% Wilson interval, format errors, calls per tool, cost per episode, training reward, the share of GRPO steps with
 a non-zero advantage, and wall time per stage; writes it as ``learning.md`` and the stages plot as ``learning.png``
 under ``--out``. A rerun resumes (finished stages are not run again; their wall time then reads as it was recorded).
+
+Every prompt evaluated offers the whole catalog of the task's user role (never a cap chosen with the gold). With a
+profile's ``evaluate`` extras (train/stages/learning.py) it also scores each model on a held-out domain never
+trained on and on tau2's own tasks (our verifier and tau2's evaluator), the models named in
+``evaluate.gold_tools`` with only the gold's tools (the old hint, beside the full catalog), and the final model's
+controllability: an expert (``evaluate.control.expert``, served here by the local llama.cpp server and priced as
+a frontier model) under a cost-first and an accuracy-first instruction, with expert calls and cost per episode.
+
+    python bench/learning.py --profile cpu-learn-domains --warehouse W --out work/learning-domains
 """
 
 from __future__ import annotations
@@ -16,17 +25,21 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from train.stages.inputs import check_folder, check_run_inputs, check_text, check_whole, exit_status  # noqa: E402
+from train.stages.learning import SetResult, mean_interval, measure_sets  # noqa: E402
 from train.stages.profiles import MAX_STEPS, STAGES, Profile, load_profile  # noqa: E402
 from train.stages.records import TrainRunConfig, load_built  # noqa: E402
 from train.stages.run import holding_run  # noqa: E402
-from warehouse.location import default_warehouse  # noqa: E402
 from train.stages.sequence import StageRecord, StagesResult, run_stages  # noqa: E402
+from warehouse.location import default_warehouse  # noqa: E402
 
 
 def with_overrides(profile: Profile, args: argparse.Namespace) -> Profile:
@@ -88,6 +101,82 @@ def table(result: StagesResult) -> str:
     return "\n".join(lines)
 
 
+def _rate(solved: int, episodes: int) -> str:
+    from train.evaluation.report import wilson_interval
+
+    low, high = wilson_interval(solved, episodes)
+    return f"{solved}/{episodes} ({low:.2f}-{high:.2f})" if episodes else "-"
+
+
+def _per_domain(snapshot_id: str, eval_run_id: str, warehouse: str) -> dict[str, tuple[int, int]]:
+    from warehouse.eval_store import eval_run_episodes
+
+    tallies: dict[str, list[int]] = {}
+    for e in eval_run_episodes(warehouse, eval_run_id)[1]:
+        tally = tallies.setdefault(e["domain"], [0, 0])
+        tally[0] += int(bool(e["solved"]))
+        tally[1] += 1
+    return {d: (s, n) for d, (s, n) in tallies.items()}
+
+
+def sets_table(profile: Profile, result: StagesResult, sets: list[SetResult], warehouse: str) -> str:
+    """Per model: the test split per domain, the held-out domain, tau2's tasks (ours and tau2's evaluator), the
+    gold-tools hint; then controllability."""
+    ev = profile.evaluate
+    lines = [f"trained on {', '.join(profile.data.domains or ['every domain'])} (train split, synthesised tasks); "
+             f"held out: {', '.join(ev.holdout_domains) or '-'}; tau2's own tasks: {', '.join(ev.external) or '-'}"]
+    test = {e.label: e for e in result.evaluations}
+    by = {(s.label, s.tasks): s for s in sets}
+    per_domain = {label: _per_domain(result.stages[0].run["snapshot_id"], e.eval_run_id, warehouse)
+                  for label, e in test.items()}
+    domains = sorted({d for tallies in per_domain.values() for d in tallies})
+    lines.append(f"{'model':<6}" + "".join(f"{d:>22}" for d in domains) + "   (test split, full catalog)")
+    for label, tallies in per_domain.items():
+        lines.append(f"{label:<6}" + "".join(f"{_rate(*tallies.get(d, (0, 0))):>22}" for d in domains))
+    lines.append(f"{'model':<6}{'held-out domain':>22}{'tau2 (ours)':>20}{'tau2 (tau2)':>20}{'gold tools only':>22}"
+                 f"{'full catalog':>22}")
+    for label in [e.label for e in result.evaluations]:
+        h, x, g, e = by.get((label, "holdout")), by.get((label, "tau2")), by.get((label, "test, gold tools")), test[label]
+        lines.append(f"{label:<6}{_rate(h.solved, h.episodes) if h else '-':>22}"
+                     f"{_rate(x.solved, x.episodes) if x else '-':>20}"
+                     f"{_rate(x.tau2_solved or 0, x.tau2_judged) if x and x.tau2_judged else '-':>20}"
+                     f"{_rate(g.solved, g.episodes) if g else '-':>22}{_rate(e.solved, e.episodes):>22}")
+    control = [s for s in sets if s.tasks.startswith("control: ")]
+    if control:
+        c = ev.control
+        lines += ["", f"controllability: {control[0].label} with expert-1 = {c.expert} priced as {c.priced_as}",
+                  f"{'instruction':<16}{'solved':>18}{'expert calls/episode (95% CI)':>32}{'USD/episode (95% CI)':>30}"]
+        for s in control:
+            calls, costs = mean_interval([float(n) for n in s.expert_calls]), mean_interval(s.costs)
+            lines.append(f"{s.tasks.removeprefix('control: '):<16}{_rate(s.solved, s.episodes):>18}"
+                         f"{f'{calls[0]:.2f} ({calls[1]:.2f}-{calls[2]:.2f})':>32}"
+                         f"{f'{costs[0]:.5f} ({costs[1]:.5f}-{costs[2]:.5f})':>30}")
+    return "\n".join(lines)
+
+
+@contextmanager
+def expert_registry(profile: Profile, registry: str | None) -> Iterator[str | None]:
+    """The registry the controllability sets use: the profile's expert served by a local llama.cpp server."""
+    if not profile.evaluate.control.expert:
+        yield registry
+        return
+    import yaml
+
+    from inference.endpoints import load_endpoints
+    from inference.server import ManagedServer, ServerCommand, server_command
+
+    endpoint = load_endpoints(registry).get(profile.evaluate.control.expert)
+    base = server_command(endpoint, endpoint.port)
+    command = ServerCommand([*base.argv, "--n_ctx", "4096", "--n_threads", "2"], base.endpoint)
+    with ManagedServer(endpoint, startup_timeout_s=180, command=command) as server, \
+            tempfile.TemporaryDirectory() as folder:
+        live = server.endpoint
+        path = Path(folder) / "endpoints.yaml"
+        path.write_text(yaml.safe_dump({"default": endpoint.name, "endpoints": {endpoint.name: {
+            "base_url": live.base_url, "model": live.model, "provider": "local", "pricing_key": live.pricing_key}}}))
+        yield str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu-learn")
@@ -100,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sft-steps", type=int, help="sft.max_steps")
     parser.add_argument("--rft-samples", type=int, help="rft.samples_per_task")
     parser.add_argument("--grpo-steps", type=int, help="grpo.max_steps")
+    parser.add_argument("--registry", default=None, help="endpoint registry naming evaluate.control.expert")
     args = parser.parse_args(argv)
     checked: dict[str, object] = {}
 
@@ -118,10 +208,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> int:  # a failure from here on is a failed run: exit 3
         profile, cfg, out = checked["profile"], checked["cfg"], Path(args.out)
+        progress = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
         with holding_run(cfg, profile, checked["built"]):  # type: ignore[arg-type]
-            result = run_stages(cfg, lambda m: print(m, file=sys.stderr, flush=True), profile,  # type: ignore[arg-type]
-                                checked["built"])  # type: ignore[arg-type]
-        text = table(result)
+            result = run_stages(cfg, progress, profile, checked["built"])  # type: ignore[arg-type]
+            models = [(e.label, e.model) for e in result.evaluations]
+            with expert_registry(profile, args.registry) as registry:  # type: ignore[arg-type]
+                sets = measure_sets(profile, args.warehouse, result.stages[0].run["snapshot_id"],  # type: ignore[arg-type]
+                                    models, out, cfg.pricing_seed, registry, progress)  # type: ignore[attr-defined]
+        text = table(result) + "\n\n" + sets_table(profile, result, sets, args.warehouse)  # type: ignore[arg-type]
         out.mkdir(parents=True, exist_ok=True)
         (out / "learning.md").write_text(f"```\n{text}\n```\n")
         shutil.copyfile(result.png, out / "learning.png")

@@ -40,6 +40,7 @@ from verifiers.verify import verify
 
 ENDINGS = ("user_stop", "turn_limit", "token_limit", "time_limit", "policy_error", "user_error")
 MIN_CODE_RUN_S = 0.5  # less time than this left in the episode: the code interpreter is not started
+CATALOGS = ("role", "gold")
 
 
 def approx_tokens(text: str) -> int:
@@ -53,8 +54,8 @@ class EnvConfig:
     max_tokens: int = 32_000  # agent, user and observation text after the system prompt, all turns together
     mode: str = "train"  # train: training pricing schedules; eval: held-out ones only
     run_seed: int = 0
-    subset_tools: bool = True  # offer a random subset of the non-gold tools
-    max_tools: int | None = None  # at most this many domain tools (the gold's always stay); None: no cap
+    subset_tools: bool = True  # training: offer a random subset of the non-gold tools (evaluation: never)
+    max_tools: int | None = None  # training: at most this many domain tools (the gold's always stay); None: no cap
     local_search: bool = False
     code_interpreter: bool = False
     show_prices: bool = True
@@ -65,6 +66,23 @@ class EnvConfig:
     max_writes_per_turn: int = 4
     # wall clock per episode, agent, user and tools (code interpreter included) together; None: no limit
     max_episode_s: float | None = 300.0
+    # evaluation: "role" offers the whole catalog of the task's user role, blind to the gold; "gold" only the tools
+    # the gold calls (the old hint, measured beside the real score, never as it)
+    catalog: str = "role"
+
+    def __post_init__(self) -> None:
+        if self.catalog not in CATALOGS:
+            raise ValueError(f"catalog must be one of {', '.join(CATALOGS)}, got {self.catalog!r}")
+        if self.mode == "eval" and self.max_tools is not None:
+            raise ValueError(f"evaluation offers the role's whole catalog: a cap on tools (max_tools={self.max_tools}) "
+                             "could only be met by choosing with the gold; cap training prompts only (data.max_tools)")
+        if self.catalog == "gold" and self.mode != "eval":
+            raise ValueError("catalog 'gold' (only the gold's tools) is for evaluation only, to measure that hint")
+
+    @property
+    def gold_blind(self) -> bool:
+        """True when nothing the task's gold calls decides which tools the prompt lists (evaluation's catalog)."""
+        return self.mode == "eval" and self.catalog == "role"
 
 
 @dataclass
@@ -93,6 +111,8 @@ class EpisodeResult:
     failed_checks: list[str] = field(default_factory=list)
     error: str | None = None  # why a policy_error / user_error ending happened
     messages: list[dict[str, str]] = field(default_factory=list)
+    calls: tuple[ToolCall, ...] = ()  # the domain calls made, in order (what the verifier replayed)
+    said: str = ""  # the agent's messages to the user, joined (what fidelity reads)
 
     @property
     def cost_usd(self) -> float:
@@ -168,13 +188,15 @@ class Environment:
         self.count_tokens = count_tokens
 
     def draw(self, task: TrainingTask, domain_names: list[str]) -> InstanceDraw:
+        """Training: a random subset that keeps the gold's tools. Evaluation: every candidate, the gold unread."""
         candidates = list(domain_names)
         candidates += ["local_search"] if self.config.local_search else []
         candidates += ["code_interpreter"] if self.config.code_interpreter else []
         candidates += self.experts.aliases if self.experts else []
-        needed = {c.name for c in task.gold_calls if c.side == "agent"}  # the user makes its own calls
+        training = self.config.mode == "train"
+        needed = {c.name for c in task.gold_calls if c.side == "agent"} if training else set()  # the user's are its own
         draw = draw_instance(task.task_id, candidates, needed, self.schedules, self.config.run_seed,
-                             self.config.mode, self.config.subset_tools)
+                             self.config.mode, self.config.subset_tools and training)
         if task.schedule_id and self.schedules is not None:
             # the training set already drew this instance's schedule: its experts are priced from the same one
             pool = self.schedules.training if draw.mode == "train" else self.schedules.heldout
@@ -192,9 +214,12 @@ class Environment:
     def instance(self, task: TrainingTask, db: Database) -> EpisodeInstance:
         """The catalog (tools bound to ``db``), the draw and the system prompt of ``task``'s instance."""
         spec = get_spec(task.domain)
+        gold = [c.name for c in task.gold_calls if c.side == "agent"]
         allowed = role_tools(task)
-        if allowed is not None:  # the gold's tools always stay, whatever the role lists
-            allowed = tuple(dict.fromkeys([*allowed, *(c.name for c in task.gold_calls if c.side == "agent")]))
+        if self.config.catalog == "gold":  # the hint evaluation measures: only what the gold calls
+            allowed = tuple(dict.fromkeys(gold))
+        elif allowed is not None and self.config.mode == "train":  # training keeps the gold's tools, whatever the role
+            allowed = tuple(dict.fromkeys([*allowed, *gold]))
         domain = domain_tools(db, allowed)
         draw = self.draw(task, [t.name for t in domain])
         pool: list[Tool] = [*domain]
@@ -391,7 +416,8 @@ class Session:
                 self.task.task_id, self.task.domain, self.draw.seed, self.draw.mode,
                 self.draw.schedule.name if self.draw.schedule else None, tuple(self.catalog.names), solved,
                 self.ended_by or "turn_limit", self.turns, self.tokens, len(self.format_reasons),
-                self.format_reasons, self.usage, failed, self.error, self.messages)
+                self.format_reasons, self.usage, failed, self.error, self.messages, tuple(self.domain_calls),
+                "\n".join(self.said))
         return self._result
 
     def close(self) -> None:

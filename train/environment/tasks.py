@@ -10,7 +10,7 @@ from typing import Any
 from domains.engine import ToolCall
 from domains.registry import get_spec
 from synthesis.persona import scenario_role
-from train.environment.splits import check_split, snapshot_splits
+from train.environment.splits import TRAIN, check_split, snapshot_splits
 from verifiers.types import VerifiableTask
 from warehouse.reader import WarehouseError, connect_readonly, gold_calls, resolve_snapshot, task_contracts
 
@@ -76,15 +76,26 @@ class TrainingSet:
 # Placeholder flat schedule for domain tools until per-instance pricing schedules exist (issue 10): a write is
 # dearer and slower than a read, so the cost and latency features are not constant across rollouts.
 DEFAULT_PRICE = {"read": (0.0005, 0.2), "write": (0.001, 0.4)}
+EXTERNAL_SOURCE = "tau2"  # tasks imported from tau2-bench (synthesis/imported.py): never trained on
+SOURCES = (None, "synthesised", EXTERNAL_SOURCE)
+
+
+def has_source_column(con: Any) -> bool:
+    return bool(con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'tasks' "
+                            "AND column_name = 'source'").fetchone()[0])
 
 
 def load_training_set(warehouse: str | Path, snapshot: str = "latest", domains: list[str] | None = None,
-                      limit: int | None = None, split: str | None = None) -> TrainingSet:
+                      limit: int | None = None, split: str | None = None, source: str | None = None) -> TrainingSet:
     """Tasks (ordered by task id), tool catalogs and policies of one published snapshot.
 
-    ``split``: ``train`` or ``test`` keeps that split's tasks only (train/environment/splits.py), before ``limit``; None: all."""
+    ``split``: ``train`` or ``test`` keeps that split's tasks only (train/environment/splits.py), before ``limit``;
+    None: all. ``source``: ``synthesised`` or ``tau2`` keeps the tasks of that origin only; None: both. The
+    ``train`` split never holds tau2's imported tasks: written by people, they are an external test set."""
     if split is not None:
         check_split(split)
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(s for s in SOURCES if s)} or None, got {source!r}")
     con = connect_readonly(warehouse)
     try:
         snapshot_id = resolve_snapshot(con, snapshot)
@@ -95,6 +106,15 @@ def load_training_set(warehouse: str | Path, snapshot: str = "latest", domains: 
         if domains:
             where += f" AND domain IN ({', '.join('?' for _ in domains)})"
             params += list(domains)
+        if has_source_column(con):  # a warehouse written before imports holds synthesised tasks only
+            if source is not None:
+                where += " AND source = ?"
+                params.append(source)
+            if split == TRAIN:
+                where += " AND source <> ?"
+                params.append(EXTERNAL_SOURCE)
+        elif source == EXTERNAL_SOURCE:
+            raise WarehouseError(f"warehouse {warehouse} records no task sources: it holds no imported tau2 tasks")
         rows = con.execute(f"SELECT task_id, domain, seed, instruction, communicate_info_json, tau2_json FROM tasks "
                            f"WHERE {where} ORDER BY task_id", params).fetchall()
         rule = snapshot_splits(con, snapshot_id, [r[0] for r in rows])

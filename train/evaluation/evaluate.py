@@ -28,13 +28,13 @@ from inference.pricing import synthetic_schedules
 from train.evaluation.agent_runs import MeasuredEpisode, run_measured
 from train.models.checkpoints import evaluation_problems
 from train.evaluation.diagnose import diagnose_eval
-from train.environment.env import EnvConfig, Environment
+from train.environment.env import EnvConfig, Environment, EpisodeResult
 from train.environment.experts import ExpertPool, ExpertSpec
 from train.environment.policies import LLMPolicy, Policy
 from train.evaluation.preference_score import EpisodeFeatures, preference_score
 from train.evaluation.report import draw_diagnosis, save_figure
 from train.environment.rewards import Preference
-from train.environment.splits import TEST, snapshot_splits
+from train.environment.splits import TEST, check_split, snapshot_splits
 from train.environment.tasks import TrainingSet, TrainingTask, load_training_set
 from warehouse.eval_store import EvalRows, eval_run_episodes, store_eval
 from warehouse.reader import connect_readonly
@@ -48,6 +48,10 @@ class EvalConfig:
     snapshot: str = "latest"
     domains: list[str] | None = None
     limit: int | None = None  # at most this many tasks of the split (the first by task id)
+    split: str | None = TEST  # None: every split, only for tasks never trained on (a held-out domain, tau2's own)
+    source: str | None = None  # synthesised | tau2 (tau2's imported tasks) | None: both
+    tau2_judge: bool = False  # also score tau2's imported tasks with tau2's own evaluator (train/evaluation/tau2_judge.py)
+    expert_priced_as: str | None = None  # the schedule model the experts are priced as (e.g. gpt-5); None: their own key
     seed: int = 0  # per-instance draws (tool subset off; the held-out schedule)
     pricing_seed: int = 0  # seed of the synthetic schedules; only the held-out ones are used
     experts: list[str] = field(default_factory=list)  # registry endpoints offered as expert-1..n
@@ -55,7 +59,11 @@ class EvalConfig:
     baseline_run: str | None = None  # an eval_runs run_id on the same split; None: this run is its own baseline
     max_turns: int = 10
     agent_max_tokens: int = 512
-    max_tools: int | None = None  # at most this many domain tools per task (the gold's always stay); None: every one
+    max_tools: int | None = None  # refused: evaluation offers the role's whole catalog (a cap would need the gold)
+    catalog: str = "role"  # role: the user role's whole catalog, gold-blind; gold: only the gold's tools (a hint)
+    local_search: bool = False  # offered with the domain's tools when the profile enables it
+    code_interpreter: bool = False
+    preference_instruction: str | None = None  # the user's preference in words, in every task's prompt
     timeout_s: float = 120.0
     out_dir: str = "work/eval"
     cache_dir: str | None = None
@@ -64,12 +72,28 @@ class EvalConfig:
     def validate(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be at least 1, got {self.limit}")
+        if self.split is not None:
+            check_split(self.split)
         if self.max_turns < 1 or self.agent_max_tokens < 1:
             raise ValueError("max_turns and agent_max_tokens must be at least 1")
         Preference.from_dict(self.preference)  # a bad preference vector fails before any episode runs
+        self.env_config()  # a cap on tools or an unknown catalog: one line before any episode
         if Path(self.model).is_dir() and (problems := evaluation_problems(self.model)):
             # a checkpoint a kill left half-written: one line now, not a traceback from from_pretrained later
             raise ValueError(f"cannot evaluate {self.model}: incomplete checkpoint ({'; '.join(problems)})")
+
+    def env_config(self) -> EnvConfig:
+        """The episode configuration of every evaluation: held-out pricing, and the tools the catalog names, whole
+        and in the spec's order (no random subset, no cap: nothing is chosen by the gold)."""
+        return EnvConfig(max_turns=self.max_turns, mode="eval", run_seed=self.seed, subset_tools=False,
+                         max_tools=self.max_tools, catalog=self.catalog, local_search=self.local_search,
+                         code_interpreter=self.code_interpreter, preference_instruction=self.preference_instruction)
+
+    def catalog_label(self) -> str:
+        extras = [n for n, on in (("search", self.local_search), ("code", self.code_interpreter),
+                                  (f"{len(self.experts)} expert(s)", bool(self.experts))) if on]
+        base = "the role's whole catalog (gold-blind)" if self.catalog == "role" else "the gold's tools only (a hint)"
+        return base + (f" + {', '.join(extras)}" if extras else "")
 
 
 @dataclass
@@ -94,6 +118,9 @@ class EvalReport:
     warehouse: str
     diagnosis: list[str] = field(default_factory=list)  # what went wrong, in words (train/evaluation/diagnose.py)
     splits: dict[str, Any] = field(default_factory=dict)  # the split evaluated, its rule, train and test sizes
+    catalog: str = ""  # which tools each prompt offered (EvalConfig.catalog_label)
+    tau2_verdicts: dict[str, bool] = field(default_factory=dict)  # task id -> tau2's evaluator's verdict
+    tools_offered: float = 0.0  # tools listed per prompt, on average
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,7 +139,7 @@ def evaluation_split(warehouse: str, snapshot_id: str, tasks: list[TrainingTask]
 
 def evaluation_set(cfg: EvalConfig) -> TrainingSet:
     """The tasks ``cfg`` evaluates: the snapshot's ``test`` split only (at most ``cfg.limit`` of them)."""
-    return load_training_set(cfg.warehouse, cfg.snapshot, cfg.domains, cfg.limit, split=TEST)
+    return load_training_set(cfg.warehouse, cfg.snapshot, cfg.domains, cfg.limit, split=cfg.split, source=cfg.source)
 
 
 def make_policy(cfg: EvalConfig, stack: ExitStack) -> tuple[Policy, str]:
@@ -149,11 +176,10 @@ def evaluate_orchestrator(cfg: EvalConfig, progress: Any = print) -> EvalReport:
         policy, source = make_policy(cfg, stack)
         experts = None
         if registry is not None:
-            experts = stack.enter_context(ExpertPool([ExpertSpec(registry.get(n)) for n in cfg.experts],
+            experts = stack.enter_context(ExpertPool([ExpertSpec(registry.get(n), cfg.expert_priced_as)
+                                                      for n in cfg.experts],
                                                      cache_dir=cfg.cache_dir, timeout_s=cfg.timeout_s))
-        env = Environment(EnvConfig(max_turns=cfg.max_turns, mode="eval", run_seed=cfg.seed, subset_tools=False,
-                                    max_tools=cfg.max_tools),
-                          schedules, experts)
+        env = Environment(cfg.env_config(), schedules, experts)
         for n, task in enumerate(split, 1):
             if isinstance(policy, LLMPolicy):
                 policy.task_id = task.task_id
@@ -165,9 +191,24 @@ def evaluate_orchestrator(cfg: EvalConfig, progress: Any = print) -> EvalReport:
     score = preference_score(feats, baseline if baseline is not None else feats, preference)
     report = summarise(cfg, run_id, source, data.snapshot_id, rule, runs, score)
     report.diagnosis, report.splits = diagnose_eval([r.result for r in runs]), data.splits
+    report.catalog = cfg.catalog_label()
+    if cfg.tau2_judge:
+        report.tau2_verdicts = tau2_verdicts([r.result for r in runs])
+    report.tools_offered = sum(len(r.result.tools) for r in runs) / len(runs) if runs else 0.0
     report.plots = draw_plots(report, Path(cfg.out_dir) / run_id, baseline_point(cfg))
     store_eval(cfg.warehouse, eval_rows(cfg, report, runs, feats, preference))
     return report
+
+
+def tau2_verdicts(results: list[EpisodeResult]) -> dict[str, bool]:
+    """tau2's evaluator's verdict on each episode it can judge (tau2's own airline and retail tasks)."""
+    from train.evaluation.tau2_judge import Tau2Judge
+
+    judge = Tau2Judge()
+    try:
+        return {r.task_id: verdict for r in results if (verdict := judge.solved(r)) is not None}
+    finally:
+        judge.close()
 
 
 def summarise(cfg: EvalConfig, run_id: str, source: str, snapshot_id: str, rule: str, runs: list[MeasuredEpisode],
@@ -295,6 +336,9 @@ def report_table(report: EvalReport) -> str:
     lines = [f"evaluation {report.run_id}: {report.model} ({report.source}) on {report.snapshot_id}, "
              f"{report.split_rule} test split ({_split_sizes(report)}), "
              f"held-out pricing {', '.join(report.schedules) or '-'}",
+             f"tools offered: {report.catalog or '-'}, {report.tools_offered:.1f} per prompt",
+             *([f"tau2's evaluator: {sum(report.tau2_verdicts.values())} of {len(report.tau2_verdicts)} judged solved"]
+               if report.tau2_verdicts else []),
              f"{'metric':<28}{'value':>14}",
              f"{'episodes':<28}{report.episodes:>14}",
              f"{'accuracy':<28}{report.accuracy:>14.3f}",

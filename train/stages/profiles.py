@@ -19,6 +19,9 @@ MAX_STEPS = 10_000_000
 MAX_TOKENS = 1_000_000
 
 
+EXTERNAL_DOMAINS = ("airline", "retail", "telecom")  # imported with tau2's own tasks (docs/tau2.md)
+
+
 class ProfileError(ValueError):
     """A profile file that cannot be used as written."""
 
@@ -139,6 +142,22 @@ class EvaluateSection:
     """The evaluate stage (train/stages/sequence.py): the start model and every stage's final model on the test split."""
 
     max_tasks: int | None = None  # at most this many test-split tasks (the first by task id); None: the whole split
+    # bench/learning.py's sets beyond the test split (train/evaluation/learning.py)
+    holdout_domains: list[str] = field(default_factory=list)  # never trained on (leave one out): unseen tools
+    external: list[str] = field(default_factory=list)  # domains whose tau2-imported tasks are an outside test set
+    gold_tools: list[str] = field(default_factory=list)  # models (base, sft, ...) also scored with only the gold's tools
+    control: ControlSection = field(default_factory=lambda: ControlSection())
+
+
+@dataclass(frozen=True)
+class ControlSection:
+    """Controllability: the final model with an expert in its catalog, under each preference instruction."""
+
+    expert: str | None = None  # a registry endpoint offered as expert-1; None: not measured
+    priced_as: str = "gpt-5"  # the schedule's model it is priced as: a frontier model
+    cost_first: str = "Keep the cost as low as you can: call an expert only when nothing cheaper can answer."
+    accuracy_first: str = "Getting it right matters most, whatever it costs: ask the expert whenever it could help."
+    max_tasks: int | None = None  # test-split tasks per instruction; None: evaluate.max_tasks
 
 
 @dataclass(frozen=True)
@@ -330,6 +349,18 @@ def _validate(p: Profile, path: Path) -> None:
     need(0 < p.episode.max_turn_tokens <= p.episode.max_completion_tokens,
          "episode.max_turn_tokens must be in 1..episode.max_completion_tokens")
     need(p.data.max_tools is None or p.data.max_tools >= 1, "data.max_tools must be >= 1 or null")
+    holdout = p.evaluate.holdout_domains
+    need(not holdout or p.data.domains is not None,
+         "evaluate.holdout_domains needs data.domains listed: a held-out domain must never be trained on")
+    need(not set(holdout) & set(p.data.domains or []),
+         f"evaluate.holdout_domains {sorted(set(holdout) & set(p.data.domains or []))} are also in data.domains: "
+         "a held-out domain is never trained on")
+    need(all(d in EXTERNAL_DOMAINS for d in p.evaluate.external),
+         f"evaluate.external names domains with tau2's own tasks: {', '.join(EXTERNAL_DOMAINS)}")
+    need(p.evaluate.control.max_tasks is None or p.evaluate.control.max_tasks >= 1,
+         "evaluate.control.max_tasks must be >= 1 or null")
+    labels = ["base", *(s for s in STAGES if s != "evaluate")]
+    need(all(m in labels for m in p.evaluate.gold_tools), f"evaluate.gold_tools names models: {', '.join(labels)}")
     need(p.environment.user in ("scripted", "llm"),
          f"environment.user must be scripted or llm, got {p.environment.user!r}")
     need(p.environment.user != "llm" or bool(p.environment.user_endpoint),

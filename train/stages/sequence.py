@@ -13,8 +13,8 @@ model) and records that as ``start_model`` in its ``config_json``:
 - ``grpo``: the GRPO run of train/stages/grpo_job.py from that model; final model its last checkpoint. With
   ``grpo.task_pool: rft_solved`` it draws only the training tasks an rft round solved (``grpo_pool``).
 - ``evaluate``: the start model (``base``) and each earlier stage's final model on the snapshot's test split under
-  held-out pricing, with the training prompt's tool count (``data.max_tools``) and limits (train/evaluation/evaluate.py,
-  ``eval_runs``); one ``training_steps`` row per model evaluated (its held-out
+  held-out pricing, each prompt with the whole catalog of the task's user role (``data.max_tools`` shapes training
+  prompts only) and the profile's limits (train/evaluation/evaluate.py, ``eval_runs``); one ``training_steps`` row per model evaluated (its held-out
   success as ``outcome_rate``, episodes with a format error as ``drop_format_error``), the details in
   ``<folder>/evaluations.json``.
 
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from train.evaluation.diagnose import diagnose_steps
+from train.evaluation.evaluate import EvalConfig
 from train.stages.profiles import Profile, load_profile
 from train.evaluation.report import plot_stages, stages_markdown, wilson_interval
 from train.stages.rft import Acceptance, read_acceptance, read_solved, round_done, run_round
@@ -347,15 +348,12 @@ def _evaluate(ctx: _Context, stage_id: str, start: str, chain: list[tuple[str, s
 
 
 def _evaluate_model(ctx: _Context, label: str, model: str, folder: Path) -> Evaluation:
-    from train.evaluation.evaluate import EvalConfig, evaluate_orchestrator
+    from train.evaluation.evaluate import evaluate_orchestrator
     from warehouse.eval_store import eval_run_episodes
 
-    p, started = ctx.profile, time.perf_counter()
-    cfg = EvalConfig(warehouse=ctx.cfg.warehouse, model=model, snapshot=ctx.built.data.snapshot_id,
-                     domains=p.data.domains, limit=p.evaluate.max_tasks, seed=p.data.seed,
-                     pricing_seed=ctx.cfg.pricing_seed, max_turns=p.episode.max_turns,
-                     agent_max_tokens=p.episode.max_turn_tokens, max_tools=p.data.max_tools,
-                     out_dir=str(folder / "eval"), bf16=p.model.sample_bf16)
+    started = time.perf_counter()
+    cfg = stage_eval_config(ctx.profile, ctx.cfg.warehouse, ctx.built.data.snapshot_id, model, folder,
+                            ctx.cfg.pricing_seed)
     report = evaluate_orchestrator(cfg, progress=lambda m: None)
     _, episodes = eval_run_episodes(ctx.cfg.warehouse, report.run_id)
     evaluation = Evaluation(label, model, report.run_id, report.episodes, sum(1 for e in episodes if e["solved"]),
@@ -365,6 +363,18 @@ def _evaluate_model(ctx: _Context, label: str, model: str, folder: Path) -> Eval
     ctx.progress(f"evaluate {label}: {evaluation.solved} of {evaluation.episodes} held-out tasks solved "
                  f"({evaluation.success:.1%}, 95% CI {low:.1%}-{high:.1%}); {report.run_id}")
     return evaluation
+
+
+def stage_eval_config(p: Profile, warehouse: str, snapshot_id: str, model: str, folder: Path,
+                      pricing_seed: int) -> EvalConfig:
+    """How the evaluate stage scores a model: the profile's domains, turns and tools (search and code when its
+    environment enables them), each prompt with the role's whole catalog; ``data.max_tools`` shapes training
+    prompts only, since a cap at evaluation could only keep the gold's tools."""
+    return EvalConfig(warehouse=warehouse, model=model, snapshot=snapshot_id, domains=p.data.domains,
+                      limit=p.evaluate.max_tasks, seed=p.data.seed, pricing_seed=pricing_seed,
+                      max_turns=p.episode.max_turns, agent_max_tokens=p.episode.max_turn_tokens,
+                      local_search=p.environment.local_search, code_interpreter=p.environment.code_interpreter,
+                      out_dir=str(folder / "eval"), bf16=p.model.sample_bf16)
 
 
 def _eval_steps(stage_id: str, evaluations: list[Evaluation]) -> list[dict[str, Any]]:

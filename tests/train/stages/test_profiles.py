@@ -58,5 +58,5 @@ def test_bad_profiles_fail_with_a_clear_line(tmp_path: Path, edit, message: str)
 
 
 def test_unknown_profile_names_the_known_ones() -> None:
-    with pytest.raises(ProfileError, match="known: cpu-learn, cpu-smoke, cpu-smoke-2proc, gpu-learn, h100"):
+    with pytest.raises(ProfileError, match="known: cpu-learn, cpu-learn-domains, cpu-smoke, cpu-smoke-2proc, gpu-learn, h100"):
         load_profile("tpu")
