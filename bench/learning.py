@@ -50,8 +50,9 @@ def with_overrides(profile: Profile, args: argparse.Namespace) -> Profile:
     p = replace(profile, stages=stages)
     if args.max_tasks:
         p = replace(p, data=replace(p.data, max_tasks=args.max_tasks))
-    if args.eval_tasks:
-        p = replace(p, evaluate=replace(p.evaluate, max_tasks=args.eval_tasks))
+    if args.eval_tasks:  # every evaluated set, the controllability ones included
+        control = replace(p.evaluate.control, max_tasks=args.eval_tasks)
+        p = replace(p, evaluate=replace(p.evaluate, max_tasks=args.eval_tasks, control=control))
     if args.max_turns:
         p = replace(p, episode=replace(p.episode, max_turns=args.max_turns))
     if args.sft_steps:

@@ -138,8 +138,25 @@ def evaluation_split(warehouse: str, snapshot_id: str, tasks: list[TrainingTask]
 
 
 def evaluation_set(cfg: EvalConfig) -> TrainingSet:
-    """The tasks ``cfg`` evaluates: the snapshot's ``test`` split only (at most ``cfg.limit`` of them)."""
-    return load_training_set(cfg.warehouse, cfg.snapshot, cfg.domains, cfg.limit, split=cfg.split, source=cfg.source)
+    """The tasks ``cfg`` evaluates: the snapshot's ``test`` split only (at most ``cfg.limit`` of them, taken in turn
+    from each domain, each domain's first by task id, so that a limit still covers every domain)."""
+    data = load_training_set(cfg.warehouse, cfg.snapshot, cfg.domains, None, split=cfg.split, source=cfg.source)
+    if cfg.limit is not None:
+        data.tasks = in_turns(data.tasks, cfg.limit)
+    return data
+
+
+def in_turns(tasks: list[TrainingTask], n: int) -> list[TrainingTask]:
+    """The first ``n`` tasks taking one from each domain in turn (each domain in task-id order), by task id."""
+    queues: dict[str, list[TrainingTask]] = {}
+    for task in tasks:
+        queues.setdefault(task.domain, []).append(task)
+    chosen: list[TrainingTask] = []
+    while len(chosen) < n and any(queues.values()):
+        for queue in queues.values():
+            if queue and len(chosen) < n:
+                chosen.append(queue.pop(0))
+    return sorted(chosen, key=lambda t: t.task_id)
 
 
 def make_policy(cfg: EvalConfig, stack: ExitStack) -> tuple[Policy, str]:
