@@ -263,11 +263,41 @@ def _key(value: Any) -> tuple[str, Any] | None:
 AGGREGATES = ("avg", "average", "mean", "max", "min")
 
 
-def _aggregate_of(value: str, source: str) -> bool:
-    """Whether a count's source is a field that aggregates its noun (``avg_stars`` for "4 stars"): another meaning."""
+# fields that mean a count of a noun without naming it (a section's enrolled_count is its students, a squad's
+# max_squad_size the players a full squad holds)
+COUNT_SYNONYMS = {"student": ("enrolled", "enrolment", "enrollment", "head_count", "headcount"),
+                  "seat": ("capacity",), "unit": ("stock", "quantity"), "player": ("squad_size",)}
+FIELD = re.compile(r"\.([A-Za-z_]\w*)")
+WHERE = re.compile(r"count\(call[^()]*\[\*\]\.(\w+) = (\w+)\)")
+
+
+def names_noun(field: str, noun: str) -> bool:
+    """Whether a field (``my_stars``, ``enrolled_count``) means a count of ``noun`` (its singular): it names the noun
+    or a documented synonym, and does not aggregate it (``avg_stars`` is no count of stars)."""
+    field = field.lower()
+    if noun in field:
+        return not field.startswith(AGGREGATES)  # avg_stars aggregates stars; a synonym's max_ is a cap it holds
+    return any(s in field for s in COUNT_SYNONYMS.get(noun, ()))
+
+
+def coincidental(value: str, source: Any) -> bool:
+    """Whether a count's recorded source (``amount(call[1][5].goals)`` for "1 injured") is a field or text that does
+    not mean it: a field not named for its noun, a figure the user or policy says without the noun, or a count of
+    rows that are not the noun. Any other kind of value: False (their sources are exact matches)."""
     told = parse(value)
-    field = source.rstrip(")").rsplit(".", 1)[-1].lower()
-    return told.kind == "count" and "call[" in source and told.unit in field and field.startswith(AGGREGATES)
+    if told.kind != "count" or not isinstance(source, str) or len(told.unit) < 3:
+        return False
+    if source in ("user", "policy", "case(user)", "case(policy)") or source.startswith("count_words("):
+        return False  # the text says the value itself, noun and all
+    where = WHERE.search(source)
+    if where:  # rows whose field is a word of the value ("injured" rows for "2 injured", "active" flags set)
+        key, word = where.group(1).lower(), where.group(2).lower()
+        said = set(re.findall(r"[a-z]+", value.lower()))
+        return not (word in said or word == "true" and key in said)
+    if "call[" not in source:
+        return True  # a bare figure of the user's or the policy's words: nothing says what it counts
+    fields = FIELD.findall(source)
+    return not fields or not names_noun(fields[-1], told.unit)
 
 
 class _Outputs:
@@ -280,6 +310,7 @@ class _Outputs:
         self.time: dict[str, str] = {}  # its time of day, 'HH:MM' -> path
         self.computed: dict[float, str] = {}  # sum of a list's field / count of a list -> rule(path)
         self.fields: dict[float, list[str]] = {}  # a number -> every path holding it (a count's noun picks one)
+        self.counted: dict[tuple[float, str], str] = {}  # (rows, the word they are: a noun or a status) -> rule(path)
 
     def add(self, name: str, output: Any) -> None:
         for path, value in _walk(output, name):
@@ -298,11 +329,33 @@ class _Outputs:
                     self.time.setdefault(f"{m.group(2)}:{m.group(3)}", path)
         for path, rows in _lists(output, name):
             self.computed.setdefault(float(len(rows)), f"count({path})")
+            self._tally(path, rows)
             numeric = {k for r in rows if isinstance(r, dict) for k, v in r.items()
                        if isinstance(v, (int, float)) and not isinstance(v, bool)}
             for k in sorted(numeric):
                 total = round(sum(r.get(k) or 0 for r in rows if isinstance(r, dict)), 2)
                 self.computed.setdefault(total, f"sum({path}[*].{k})")
+
+    def _tally(self, path: str, rows: list[Any]) -> None:
+        """The counts a list means: its rows (``count(path[*].subscription_id)``, a list of subscriptions) and its
+        rows whose text field holds one word (``count(path[*].status = injured)``)."""
+        dicts = [r for r in rows if isinstance(r, dict)]
+        if not dicts:
+            return
+        for key in dicts[0]:
+            if key.endswith("_id"):
+                self.counted.setdefault((float(len(dicts)), key[:-3].lower()), f"count({path}[*].{key})")
+        tally: dict[tuple[str, str], int] = {}
+        for row in dicts:
+            for key, item in row.items():
+                if isinstance(item, str) and re.fullmatch(r"[A-Za-z]+", item):
+                    tally[(key, item.lower())] = tally.get((key, item.lower()), 0) + 1
+                elif item is True or (item == 1 and not isinstance(item, float)):  # a flag: 'active' rows
+                    tally[(key, "true")] = tally.get((key, "true"), 0) + 1
+        for (key, word), n in sorted(tally.items()):
+            # a flag's rows are known by the flag's name ("active" for "3 active subscriptions")
+            self.counted.setdefault((float(n), key.lower() if word == "true" else word),
+                                    f"count({path}[*].{key} = {word})")
 
     def find(self, value: Any) -> str | None:
         key = _key(value)
@@ -406,10 +459,22 @@ class Sources:
         if told.kind != "count" or number is None or len(told.unit) < 3:
             return None
         for path in self.outputs.fields.get(round(float(number), 6), ()):
-            field = path.rsplit(".", 1)[-1].lower()
-            if told.unit in field and not field.startswith(AGGREGATES):
+            if names_noun(path.rsplit(".", 1)[-1], told.unit):
                 return path
+        words = re.findall(r"[a-z]+", value.lower())
+        for word in [told.unit, *words]:  # rows of the noun, then rows whose status is a word of the value
+            counted = self.outputs.counted.get((float(number), word))
+            if counted:
+                return counted
         return None
+
+    def _count_words(self, value: str, number: float | None) -> str | None:
+        """A count the user or policy says in words with its noun ("two players" for "2 players")."""
+        if number is None or not number.is_integer() or not 0 <= number < len(NUMBER_WORDS):
+            return None
+        said = f"{NUMBER_WORDS[int(number)]} {value.split(' ', 1)[-1]}"
+        # _Text.has, not the policy's own: its "two active subscriptions" names the noun, so it is no bare figure
+        return next((f"count_words({t.name})" for t in self.texts if _Text.has(t, said, lower=True)), None)
 
     def _computed(self, value: Any) -> str | None:
         """A date-time read as a day and a time, a number with its unit, or a sum or count of a returned list."""
@@ -428,8 +493,9 @@ class Sources:
             m = AMOUNT.match(value.strip())
             if m and _number(m.group(1)) is not None:
                 number = self._named(value, _number(m.group(1))) or self.source(_number(m.group(1)))
-                if number and _aggregate_of(value, number):
-                    return None  # "4 stars" read off a title's average that happens to equal the member's rating
+                if number and coincidental(value, f"amount({number})"):
+                    # "3 injured" off a shirt number, "4 stars" off a title's average: only words that say the count
+                    return self._count_words(value, _number(m.group(1)))
                 return f"amount({number})" if number else None
             return None
         if isinstance(value, (int, float)):

@@ -13,7 +13,7 @@ from domains.registry import get_engine
 from synthesis.generate import ShardConfig, admit_task, generate_shard
 from synthesis.realistic_tasks import base_candidate
 from synthesis.toolgraph import ToolGraph
-from verifiers.derivability import Evidence, Sources, dates_in_words, derive, referenced_calls
+from verifiers.derivability import Evidence, Sources, coincidental, dates_in_words, derive, referenced_calls
 
 CLOCK = "2025-05-20T12:00:00"
 POLICY = "Cancellations are free until 24 hours before departure. The current date is Tuesday 20 May 2025."
@@ -177,3 +177,53 @@ def test_a_count_is_read_from_the_field_named_for_its_noun_not_an_equal_average(
     assert got.sources["communicate_info"] == {"4 stars": "amount(call[1][1].my_stars)"}
     alone = derive(calls[:1], outputs[:1], ("4 stars",), Evidence("I watched it", POLICY, CLOCK))
     assert alone.sources["communicate_info"]["4 stars"] != "amount(call[0].avg_stars)"
+
+
+SQUAD = [{"player_id": "PL0001", "shirt_number": 2, "goals": 2, "status": "injured"},
+         {"player_id": "PL0002", "shirt_number": 7, "goals": 0, "status": "active"},
+         {"player_id": "PL0003", "shirt_number": 9, "goals": 1, "status": "injured"}]
+
+
+def test_a_count_of_a_status_is_the_rows_in_that_status_not_a_field_that_holds_the_number() -> None:
+    # sport's "how many injured players": the squad's rows whose status is 'injured', never a shirt number or goals
+    assert source("2 injured", outputs=(SQUAD,)) == "amount(count(call[0][*].status = injured))"
+    assert source("3 players", outputs=(SQUAD,)) == "amount(count(call[0][*].player_id))"
+    assert source("1 active", outputs=(SQUAD,)) == "amount(count(call[0][*].status = active))"
+    subscriptions = [{"sub_id": "AS1", "active": 1}, {"sub_id": "AS2", "active": 0}, {"sub_id": "AS3", "active": 1}]
+    assert source("2 active subscriptions", outputs=(subscriptions,)) == "amount(count(call[0][*].active = true))"
+    assert source("1 active subscription", outputs=(subscriptions[:2],)) == "amount(count(call[0][*].active = true))"
+
+
+def test_a_count_whose_only_equal_figure_means_something_else_has_no_source() -> None:
+    # "2 injured" from a squad without statuses: only a shirt number and a goal tally hold 2, and neither is a count
+    # of injured players; "0 units" from a store credit or a discount of 0 is no stock figure
+    squad = [{k: v for k, v in row.items() if k != "status"} for row in SQUAD[:1]]
+    assert source("2 injured", outputs=(squad,)) is None
+    assert source("0 units", outputs=({"customer_id": "CU1", "store_credit": 0, "percent_off": 0},)) is None
+    assert source("0 units", outputs=({"sku": "DX7EUD", "stock": 0},)) == "amount(call[0].stock)"
+    assert source("6 students", outputs=([{"section_id": "S1", "capacity": 6, "enrolled_count": 4}],)) is None
+    assert source("4 students", outputs=([{"section_id": "S1", "capacity": 6, "enrolled_count": 4}],)) \
+        == "amount(call[0][0].enrolled_count)"
+    assert source("2 players", "shirt two, please") is None  # the user's bare figure says nothing it counts
+    assert source("2 players", "I have two players") == "count_words(user)"
+    assert source("2 players", "I have 2 players") == "user"  # the user says the count itself
+
+
+@pytest.mark.parametrize(("value", "found", "meant"), [
+    ("1 injured", "amount(call[1][5].goals)", False),
+    ("2 injured", "amount(count(call[1][*].status = injured))", True),
+    ("2 injured", "amount(count(call[1][*].status = active))", False),
+    ("2 active subscriptions", "amount(count(call[1][*].active = true))", True),
+    ("2 injured", "amount(count(call[1][*].active = true))", False),
+    ("3 active subscriptions", "amount(count(call[3][*].subscription_id))", True),
+    ("6 students", "amount(call[1][0].capacity)", False),
+    ("6 students", "amount(call[1][0].enrolled_count)", True),
+    ("4 stars", "amount(call[0].avg_stars)", False),
+    ("16 players", "amount(call[4].max_squad_size)", True),  # a full squad's players: its cap
+    ("3 players", "amount(call[3][2].appearances)", False),
+    ("1 student", "amount(number_words(user))", False),
+    ("3 active trips", "policy", True),
+    ("247.33 EUR", "amount(call[0].goals)", False),  # not a count: its source is an exact figure
+])
+def test_coincidental_reads_a_recorded_source(value: str, found: str, meant: bool) -> None:
+    assert coincidental(value, found) is (not meant and "EUR" not in value)
