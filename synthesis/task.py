@@ -284,7 +284,25 @@ _THANKS = ("Thanks.", "Thank you.", "Thanks in advance.", "Cheers.", "Much appre
            "Much appreciated, thanks.",
            "Thanks for getting back to me.", "Thanks for the quick help.", "Thank you for your patience.",
            "Cheers, that's all.", "With many thanks.")
-CLOSINGS = ("",) * 12 + _THANKS
+# more ways to sign off: with 70 a closing drawn by the hash alone reached 3.2% of a domain's requests (railway)
+_SIGN_OFFS = ("Thanks for taking care of it.", "Thank you for dealing with this.", "Thanks, that helps a lot.",
+              "I owe you one.", "You've been a great help.", "Thank you, goodbye.", "Thanks for listening.",
+              "Thank you for your assistance.", "Thanks for all your help.", "Looking forward to hearing back.",
+              "Hope to hear from you soon.", "Thanks for the assistance.", "Thank you for handling this.",
+              "Warm regards.", "Best regards.", "Many thanks, goodbye.", "Thanks a million.", "Lovely, thanks.",
+              "Great, thank you.", "Perfect, thanks.", "Thanks for being so helpful.", "Thank you for sorting this.",
+              "Thanks for taking a look.", "Thank you for checking.", "That would be all, thank you.",
+              "Nothing else for now, thanks.", "Nothing more, thanks.", "Thanks, that's the lot.",
+              "I appreciate your time.", "Your help is appreciated.", "Thank you, I appreciate it.",
+              "Grateful for your time.", "Thanks, I'll wait to hear.", "Thank you for your quick help.",
+              "Thanks for fitting me in.", "Sincere thanks.", "Thank you, all the best.", "Thanks, goodbye for now.",
+              "Bye for now.", "Have a lovely day.", "Have a great day.", "Enjoy the rest of your day.",
+              "Thank you, take care.", "Thank you, that is very kind.", "Thank you ever so much.",
+              "Thanks so much for your help.", "Big thanks.", "Thanks, mate.", "Cheers, mate.", "Nice one, thanks.",
+              "Brilliant, thanks.", "Thanks a ton.", "Thank you, that's everything.", "Thank you, that's it.",
+              "Appreciate your help.", "Appreciate your time.", "Much appreciated, as always.",
+              "Thank you, truly.", "I'm very grateful.", "Thanks kindly.")
+CLOSINGS = ("",) * 12 + _THANKS + _SIGN_OFFS
 CLOSINGS_AFTER_STATEMENT = ("That would be great.", "I'd appreciate it.", "That would help a lot.")
 # after a clause that is not the last one (people thank once, at the end), and only after the first goal: a second
 # "that one matters most" would contradict the first
@@ -317,7 +335,10 @@ CASUAL = frozenset({"Hey,", "Hiya,", "Hey!", "Hi!", "Hi there.", "Right,", "So,"
                     "Hey folks,", "Hi all,", "Good to reach you.", "Thanks!", "Thanks, bye.", "Cheers, thanks.",
                     "Thanks ever so much.", "Thanks a bunch.", "Cheers for that.", "Thanks, you're a star.",
                     "Thanks heaps.", "Have a good one.", "Cheers, that's all.", "Quick favour.", "Speak soon.",
-                    "It's been bugging me.", "That's the urgent bit.", "Hi there,"})
+                    "It's been bugging me.", "That's the urgent bit.", "Hi there,", "Thanks a million.",
+                    "Lovely, thanks.", "Perfect, thanks.", "Thanks, that's the lot.", "Bye for now.", "Big thanks.",
+                    "Thanks, mate.", "Cheers, mate.", "Nice one, thanks.", "Brilliant, thanks.", "Thanks a ton.",
+                    "I owe you one."})
 
 
 FORMAL = re.compile(r"\bformal\b", re.IGNORECASE)  # the word, not "informal"
