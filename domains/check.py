@@ -9,7 +9,8 @@ the database, a forbidden request kind (``for_someone_else``, an intent the role
 behave as its ``checked_by`` says (a call breaking a tool-checked rule must fail, one breaking an agent-applied
 rule succeed), or a write the tools let through that leaves a declared invariant broken (unless a policy-only rule
 forbids it), a rule listed among the tools' checks that a call generated from the intents gets through, or two
-rules one request breaks with no precedence named (``before:``).
+rules one request breaks with no precedence named (``before:``), or a choice a request leaves to the agent ("the
+best card I'm allowed") that no rule its outcomes cite puts in order.
 Exit status 1 when anything falls short, 2 for a usage error (no argument, nothing found).
 """
 
@@ -105,8 +106,34 @@ def wording_shortfalls(spec: DomainSpec) -> list[str]:
     return out
 
 
+# a request that leaves the pick to the agent ("whichever one gives me the best discount I'm allowed")
+DELEGATES = re.compile(r"\b(best|cheapest|whichever|pick the one|the right one|fits me|suits me best|"
+                       r"any one|up to you|you choose|soonest|earliest available)\b", re.IGNORECASE)
+ORDER_WORDS = re.compile(r"\b(best|cheapest|earliest|lowest|highest|first|then)\b", re.IGNORECASE)
+
+
+def delegated_choices(spec: DomainSpec) -> list[str]:
+    """The intents a user may ask by delegating the choice: a phrasing says "the best/cheapest/whichever" and some
+    outcome acts on it (a request the role may not make delegates nothing)."""
+    return [i.name for i in spec.intents
+            if any(o.calls for o in i.outcomes) and any(DELEGATES.search(p) for p in i.phrasings)]
+
+
+def choice_shortfalls(spec: DomainSpec) -> list[str]:
+    """Every delegable choice has written eligibility and order: some rule an outcome of the intent cites says
+    which option comes first ("the best card it sells is senior, then youth, then family")."""
+    out = []
+    for name in delegated_choices(spec):
+        intent = next(i for i in spec.intents if i.name == name)
+        texts = [r.text for o in intent.outcomes if (r := spec.rule(o.rule)) is not None]
+        if not any(ORDER_WORDS.search(t) for t in texts):
+            out.append(f"{spec.name}: intent {name} lets the user delegate a choice, but no rule its outcomes cite "
+                       "writes the order (best, cheapest, earliest, first ... then)")
+    return out
+
+
 def shortfalls(spec: DomainSpec, engine: DomainEngine) -> list[str]:
-    out = phrasing_shortfalls(spec) + wording_shortfalls(spec)
+    out = phrasing_shortfalls(spec) + wording_shortfalls(spec) + choice_shortfalls(spec)
     tools, rows, _ = TABLE5.get(spec.name, (14, 0, 0))
     total_rows = seeded_rows(spec, engine)
     if len(spec.tools) < tools:

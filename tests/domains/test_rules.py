@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from domains.check import breakable_rules, invariant_breaking_writes, rule_example_result, rule_shortfalls
+from domains.check import (breakable_rules, choice_shortfalls, delegated_choices, invariant_breaking_writes,
+                           rule_example_result, rule_shortfalls)
 from domains.engine import DomainEngine
 from domains.policy import AGENT_RULES_HEADING, TOOL_RULES_HEADING, rule_line
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
@@ -186,3 +187,19 @@ def test_an_alternative_whose_refusal_does_not_say_the_limit_is_refused() -> Non
         if r.id == "pay_towards_trip_voucher_limit" else r for r in spec.rules))
     problems = _rules_problems(wrong, {t.name: t for t in wrong.tools})
     assert any("alternative.say" in p and "150.00 EUR" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_every_choice_a_user_may_delegate_has_its_order_written(domain: str) -> None:
+    """Issue 39: "the best card I'm allowed" is answerable from the policy: a rule its outcomes cite orders it."""
+    assert choice_shortfalls(get_spec(domain)) == []
+
+
+def test_a_delegated_choice_with_no_written_order_is_a_shortfall() -> None:
+    spec = get_spec("railway")
+    assert delegated_choices(spec) == ["buy_railcard"]  # "whichever one gives me the best discount I'm allowed"
+    unordered = tuple(dataclasses.replace(r, text="The family railcard gives 25% off.")
+                      if r.id in ("buy_railcard_family", "buy_railcard_disabled") else r for r in spec.rules)
+    assert choice_shortfalls(dataclasses.replace(spec, rules=unordered)) == [
+        "railway: intent buy_railcard lets the user delegate a choice, but no rule its outcomes cite writes the order "
+        "(best, cheapest, earliest, first ... then)"]
