@@ -127,6 +127,8 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
      "UPDATE students SET admitted_on = date(date_of_birth, '+15 years') WHERE student_id = :key"),
     ("education", "year_fits_admission", "SELECT student_id FROM students WHERE status = 'active' AND year_level < 4 LIMIT 1",
      "UPDATE students SET year_level = year_level + 1 WHERE student_id = :key"),
+    ("education", "credits_fit_year", "SELECT student_id FROM students WHERE status = 'active' LIMIT 1",
+     "UPDATE students SET credits_earned = year_level * 60 + 30 WHERE student_id = :key"),
     ("education", "enrolled_after_admission", "SELECT 'EN00001'",
      "UPDATE enrolments SET registered_on = date((SELECT s.admitted_on FROM students s JOIN enrolments e USING (student_id) "
      "WHERE e.enrolment_id = :key), '-1 day') WHERE enrolment_id = :key"),
