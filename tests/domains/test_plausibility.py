@@ -112,6 +112,8 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
     ("sport", "youth_ticket_cheaper_than_first_team",
      "SELECT m.match_id FROM matches m JOIN teams t USING (team_id) WHERE t.division = 'youth_league' LIMIT 1",
      "UPDATE matches SET ticket_price = 30.0 WHERE match_id = :key"),
+    ("travel", "weekend_trip_is_short", "SELECT trip_id FROM hotel_reservations WHERE nights > 3 LIMIT 1",
+     "UPDATE trips SET title = 'Weekend getaway' WHERE trip_id = :key"),
     ("travel", "flight_time_follows_distance", "SELECT 'FL0001'",
      "UPDATE flights SET arrival_at = datetime(departure_at, '+5 hours') WHERE flight_id = :key"),
     ("travel", "airline_fits_route", "SELECT flight_id FROM flights WHERE origin = 'Berlin' AND destination = 'Istanbul' LIMIT 1",
