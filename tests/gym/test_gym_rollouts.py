@@ -84,7 +84,7 @@ def collect(root: Path, warehouse: str, domains: list[str], per_domain: int) -> 
     endpoint = load_endpoints().get("local-smollm2")
     port = free_port()
     env = {**neutral_env(), "PATH": f"{python.parent}:{os.environ.get('PATH', '')}"}
-    with ManagedServer(endpoint, port=port, startup_timeout_s=180), ChatShapesProxy(port) as proxy:
+    with ManagedServer(endpoint, port=port, startup_timeout_s=180) as server, ChatShapesProxy(port) as proxy:
         agents = " ".join(f"++toolscale_{d}_simple_agent.responses_api_agents.simple_agent.max_steps=2"
                           for d in domains).split()
         log = root / "ng_run.log"
@@ -97,11 +97,11 @@ def collect(root: Path, warehouse: str, domains: list[str], per_domain: int) -> 
         try:
             wait_for_launcher(launcher, log)
             started = time.monotonic()
-            collected = subprocess.run(
+            collected = run_while_alive(
                 [ng(python, "ng_collect_rollouts"), f"+input_jsonl_fpath={root / 'rows.jsonl'}",
                  f"+output_jsonl_fpath={root / 'rollouts.jsonl'}",
                  "+num_samples_in_parallel=1"],  # one at a time: llama.cpp keeps the last prompt's cache
-                cwd=out, env=env, capture_output=True, text=True, timeout=600 + 300 * len(rows))
+                server, cwd=out, env=env, timeout_s=600 + 300 * len(rows))
             seconds = time.monotonic() - started
         finally:
             launcher.send_signal(signal.SIGINT)  # ng_run shuts its servers down on an interrupt
@@ -112,6 +112,28 @@ def collect(root: Path, warehouse: str, domains: list[str], per_domain: int) -> 
     assert collected.returncode == 0, collected.stderr[-1500:] + log.read_text()[-6000:]
     results = [json.loads(line) for line in (root / "rollouts.jsonl").read_text().splitlines()]
     return {"results": results, "tasks": tasks, "seconds": seconds}
+
+
+def run_while_alive(argv: list[str], server: ManagedServer, cwd: Path, env: dict[str, str],
+                    timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` to its end, failing at once if the llama.cpp server dies meanwhile: Gym's model adapter retries
+    a refused connection without end, so a dead server would otherwise hold the test until the timeout."""
+    out, err = cwd / "collect.out", cwd / "collect.err"  # files, not pipes: nobody reads a pipe while we poll
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, text=True)
+        deadline = time.monotonic() + timeout_s
+        while process.poll() is None:
+            if server.process is not None and server.process.poll() is not None:
+                process.kill()
+                process.wait()
+                pytest.fail(f"the llama.cpp server died (rc {server.process.returncode}) during the rollouts; "
+                            f"last log lines:\n{server.log_tail()}")
+            if time.monotonic() > deadline:
+                process.kill()
+                process.wait()
+                pytest.fail(f"ng_collect_rollouts did not end within {timeout_s:g}s")
+            time.sleep(1.0)
+    return subprocess.CompletedProcess(argv, process.returncode, out.read_text(), err.read_text())
 
 
 def wait_for_launcher(launcher: subprocess.Popen[str], log: Path, timeout_s: float = 400.0) -> None:
