@@ -8,7 +8,9 @@ tokens constrained by a grammar to a message or a ``functions.NAME:`` call) with
 sends made to fit it: tools without a ``tool_choice`` mean ``"auto"`` (the OpenAI default; the stock format
 ignores them), ``"required"`` is treated as ``"auto"``, tool results are shown to the model as a user turn in
 ``<tool_response>`` tags (the stock template drops ``tool`` messages), and an assistant turn that carried tool
-calls may have ``content`` null or missing.
+calls may have ``content`` null or missing. A tool parameter's ``pattern`` is left out of the grammar: the stock
+converter cannot read ``\\d`` ("unknown escape"), and the server then dies of the null grammar (a segfault in
+libllama, seen on a date-of-birth pattern); the tools still check every argument against their full schema.
 """
 
 from __future__ import annotations
@@ -39,12 +41,30 @@ def visible_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def grammar_safe(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """``tools`` without the ``pattern`` keywords of their parameter schemas (copies; a property named "pattern"
+    stays)."""
+    if not tools:
+        return tools
+    safe = json.loads(json.dumps(tools))
+    stack: list[Any] = [t.get("function", {}).get("parameters") for t in safe if isinstance(t, dict)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str) and ("type" in node or "format" in node):
+                del node["pattern"]
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return safe
+
+
 @formats.register_chat_completion_handler(CHAT_FORMAT)
 def chatml_tools(llama: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  tool_choice: Any = None, **kwargs: Any) -> Any:
     if tools and tool_choice in (None, "required"):
         tool_choice = "auto"
-    return formats.chatml_function_calling(llama, visible_messages(messages), tools=tools or None,
+    return formats.chatml_function_calling(llama, visible_messages(messages), tools=grammar_safe(tools) or None,
                                            tool_choice=tool_choice, **kwargs)
 
 

@@ -1,10 +1,8 @@
 """A loopback proxy between Gym's model adapter and the llama.cpp server that only reshapes chat messages the way
 llama-cpp-python's request schema accepts them: Gym sends an assistant turn that made a tool call with
 ``"content": null`` (or a list of text parts), which the OpenAI API allows and llama-cpp-python's schema refuses
-(HTTP 500, "Input should be 'system'"). Text parts are joined, a null content is left out. A tool parameter's
-``pattern`` is left out too: llama-cpp-python turns tool schemas into a grammar, fails on ``\\d`` ("unknown
-escape") and the server then dies of a null grammar (seen: a segfault in libllama on a date-of-birth pattern).
-Nothing else changes, and every answer is the server's own."""
+(HTTP 500, "Input should be 'system'"). Text parts are joined, a null content is left out; nothing else changes,
+and every answer is the server's own."""
 
 from __future__ import annotations
 
@@ -31,23 +29,7 @@ def reshape(body: bytes) -> bytes:
                 message["content"] = ""
         for extra in ("reasoning_content", "reasoning"):
             message.pop(extra, None)
-    for tool in request.get("tools") or []:
-        if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
-            _drop_patterns(tool["function"].get("parameters"))
     return json.dumps(request).encode()
-
-
-def _drop_patterns(schema: Any) -> None:
-    """Remove every string ``pattern`` keyword from a JSON schema, in place (a property named "pattern" stays)."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if isinstance(node.get("pattern"), str) and ("type" in node or "format" in node):
-                del node["pattern"]
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
 
 
 class ChatShapesProxy:

@@ -60,6 +60,25 @@ def test_forced_tool_call_has_valid_json_arguments_and_the_conversation_continue
     assert follow_up.ok, follow_up.error_detail  # llama.cpp answers 500 here if content were null
 
 
+def test_a_tool_with_a_pattern_is_answered_and_the_server_lives_on(local: Local, tmp_path: Path) -> None:
+    """The domains' date parameters carry ``pattern: ^\\d{4}-\\d{2}-\\d{2}$``; llama-cpp-python's grammar converter
+    cannot read ``\\d`` and its server segfaulted on such a tool. Ours leaves patterns out of the grammar."""
+    tool = {"type": "function", "function": {
+        "name": "find_customer", "description": "Find a customer by name and date of birth",
+        "parameters": {"type": "object", "required": ["full_name", "date_of_birth"], "properties": {
+            "full_name": {"type": "string"},
+            "date_of_birth": {"type": "string", "format": "date", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"}}}}}
+    question = [{"role": "user", "content": "I am Ana Silva, born 1990-04-02. Find my record."}]
+    with LLMClient(local.endpoint, cache_dir=tmp_path) as llm:
+        reply = llm.chat(question, tools=[tool], tool_choice=force_tool("find_customer"), max_tokens=48,
+                         temperature=0)
+        assert reply.ok, reply.error_detail
+        assert [c.name for c in reply.tool_calls] == ["find_customer"]
+        assert local.server.process is None or local.server.process.poll() is None, local.server.log_tail()
+        after = llm.chat([{"role": "user", "content": "Name one colour."}], max_tokens=8, temperature=0)
+    assert after.ok, after.error_detail
+
+
 def test_a_repeat_is_a_cache_hit_and_reaches_no_server(local: Local, tmp_path: Path) -> None:
     messages = [{"role": "user", "content": "Say the word 'cache'."}]
     with LLMClient(local.endpoint, cache_dir=tmp_path / "cache") as llm:
