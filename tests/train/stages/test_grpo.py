@@ -19,7 +19,7 @@ def test_h100_dry_run_builds_the_datasets_and_trainer(snapshot_warehouse: str, s
                  "--work-dir", str(MODEL_CACHE), "--output-dir", str(tmp_path / "h100")])
     assert code == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert report["profile"] == "h100" and report["instances"] >= 20
+    assert report["profile"] == "h100" and report["instances"] >= 10  # the 20-task weather snapshot's train split
     # the snapshot's train split only: its test split is held out for evaluation
     train_split = load_training_set(snapshot_warehouse, split="train").tasks
     assert report["instances"] + sum(report["dropped"].values()) == len(train_split)

@@ -24,6 +24,7 @@ from train.stages.command import LaunchError, Site, failure_line, launch_command
 from train.stages.launch import launch_training, needs_launch, result_from
 from train.stages.profiles import PROFILES_DIR, ProfileError, load_profile
 from train.stages.records import TrainRunConfig
+from warehouse.errors import WarehouseError
 from train.stages.slurm import render_sbatch, run_job
 from flows.train_orchestrator import train_flow
 from warehouse.train_store import read_training_run, read_training_steps
@@ -183,17 +184,20 @@ def test_a_cpu_rank_loads_state_saved_for_its_own_device() -> None:
     assert torch.load(saved, map_location="cpu:1", weights_only=True)["exp_avg"].tolist() == [1.0, 1.0, 1.0]
 
 
-def test_a_real_launch_whose_ranks_fail_fails_with_their_error_line(snapshot_warehouse: str, smollm2_path: str,
-                                                                   tmp_path: Path) -> None:
+def test_a_launch_on_an_absent_snapshot_is_refused_before_any_rank_starts(snapshot_warehouse: str,
+                                                                         smollm2_path: str, tmp_path: Path) -> None:
+    """Issue 38: the launch checks its inputs before any process starts (it used to start two ranks that each
+    failed on the absent snapshot)."""
     data = yaml.safe_load((PROFILES_DIR / "cpu-smoke-2proc.yaml").read_text())
     data["launch"]["main_process_port"] = _free_port()
     profile = tmp_path / "two.yaml"
     profile.write_text(yaml.safe_dump(data))
     lines: list[str] = []
     cfg = TrainRunConfig(str(profile), snapshot_warehouse, "ts-absent", str(tmp_path / "runs"), str(MODEL_CACHE))
-    with pytest.raises(LaunchError, match=r"^rank [01] failed: no snapshot 'ts-absent' in the warehouse$"):
+    with pytest.raises(WarehouseError, match=r"^no snapshot 'ts-absent' in the warehouse$"):
         launch_training(cfg, progress=lines.append)
-    assert lines[0].startswith("launching 2 processes") and len(lines) > 1  # rank 0's output came through
+    assert not any(line.startswith("launching") for line in lines)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
 @contextmanager
