@@ -4,6 +4,7 @@ the rules that needed a new shape (ratings of watched watchlist entries) or a re
 from __future__ import annotations
 
 import copy
+import sqlite3
 from typing import Any
 
 import yaml
@@ -42,6 +43,28 @@ def test_sport_policy_only_rules_are_let_through_by_the_tools() -> None:
     for rule in ("Cup tickets cannot be refunded", "outstanding balance cannot buy", "lapsed more than 90 days ago",
                  "Junior members may only be sold tickets in the family zone"):
         assert rule in policy
+
+
+def test_away_fixtures_are_played_at_the_opponents_ground_and_sell_no_tickets_here() -> None:
+    engine = get_engine("sport")
+    with engine.fresh() as db:
+        home, away = (db.query(f"SELECT COUNT(*) FROM matches WHERE home_away = '{side}'")[0][0] for side in ("home", "away"))
+        venues = {r[0] for r in db.query("SELECT name FROM venues")}
+        upcoming = db.query("SELECT match_id FROM matches WHERE home_away = 'away' AND status = 'scheduled' "
+                            "AND kickoff_at > :now ORDER BY match_id", {"now": engine.spec.now})
+        member = db.query("SELECT member_id FROM members WHERE membership_status = 'active' AND balance_due = 0 "
+                          "AND membership_tier != 'junior' ORDER BY member_id")[0][0]
+        assert upcoming, "seed 0 should hold an upcoming away fixture"
+        shown = db.call("get_match", {"match_id": upcoming[0][0]})
+        refused = db.call("buy_ticket", {"match_id": upcoming[0][0], "member_id": member, "seat_section": "main_stand"})
+    assert away > 0 and 0.3 <= away / (home + away) <= 0.7  # a season is about half away
+    assert shown.ok and shown.output["venue_name"] and shown.output["venue_name"] not in venues
+    assert shown.output["ticket_price"] is None and shown.output["tickets_sold"] == 0
+    assert not refused.ok and "away fixture" in refused.error
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(engine.image)
+    counts = violation_counts(conn, engine.spec)
+    assert counts["away_fixture_not_at_home"] == counts["home_fixture_at_a_club_venue"] == 0
 
 
 def test_entertainment_policy_only_rules_are_let_through_by_the_tools() -> None:
