@@ -18,11 +18,15 @@ TERMS_HEADING = ("Terms the tools apply (how an allowed operation is priced or c
                  "the tool's result shows it):")
 AGENT_RULES_HEADING = ("Rules the agent must apply itself (the tools will not stop you: a call that breaks one "
                        "succeeds, and doing it is a mistake):")
+TELL_RULES_HEADING = "What the agent always tells the user (even when the user did not ask):"
 
 
 def section_of(rule: Rule, checked: frozenset[str]) -> str:
     """Where the policy lists ``rule``: "tool" when a precondition the tools enforce cites it, "term" for a rule the
-    spec says the tools apply that no call breaks (a fee, a price), and "agent" for every other rule."""
+    spec says the tools apply that no call breaks (a fee, a price), "tell" for an "always tell the user ..." rule,
+    and "agent" for every other rule."""
+    if rule.tell:
+        return "tell"
     if rule.id in checked:
         return "tool"
     if rule.checked_by == "tool" and rule.example is None:
@@ -31,10 +35,12 @@ def section_of(rule: Rule, checked: frozenset[str]) -> str:
 
 
 def policy_text(policy: str, now: str, users: Users | None, rules: tuple[Rule, ...],
-                checked: frozenset[str] = frozenset()) -> str:
+                checked: frozenset[str] = frozenset(), why_stopped: bool = False) -> str:
     """``policy`` followed by the current date and time, the identification rules and the rules by id; ``checked``:
-    the ids of the rules a precondition the tools enforce cites (``domains.spec.checked_rule_ids``)."""
-    from domains.realism_spec import BUILTIN_RULES  # local: realism_spec is imported by spec, which imports this
+    the ids of the rules a precondition the tools enforce cites (``domains.spec.checked_rule_ids``);
+    ``why_stopped``: some outcome cites the built-in tell rule ``tell_why_stopped``, so the policy states it."""
+    # local: realism_spec is imported by spec, which imports this
+    from domains.realism_spec import BUILTIN_RULES, TELL_WHY_STOPPED
 
     try:
         shown = f"{datetime.fromisoformat(now):%A %d %B %Y, %H:%M} ({now})"
@@ -44,8 +50,9 @@ def policy_text(policy: str, now: str, users: Users | None, rules: tuple[Rule, .
     lines.append(f"The current date and time is {shown}; every rule about dates and times is judged against it.")
     if users is not None:
         lines += [role.rule for role in users.roles if role.rule]
-    every = rules + (BUILTIN_RULES if users is not None else ())
-    for heading, kind in ((TOOL_RULES_HEADING, "tool"), (TERMS_HEADING, "term"), (AGENT_RULES_HEADING, "agent")):
+    every = rules + (BUILTIN_RULES if users is not None else ()) + ((TELL_WHY_STOPPED,) if why_stopped else ())
+    for heading, kind in ((TOOL_RULES_HEADING, "tool"), (TERMS_HEADING, "term"), (AGENT_RULES_HEADING, "agent"),
+                          (TELL_RULES_HEADING, "tell")):
         chosen = [r for r in every if section_of(r, checked) == kind]
         if chosen:
             lines.append(heading)

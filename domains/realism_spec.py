@@ -131,6 +131,7 @@ class Rule:
     no_example: str = ""
     alternative: Alternative | None = None  # a limit's allowed alternative, and whether the agent offers it
     before: tuple[str, ...] = ()  # rules this one decides before when one request breaks both (its precedence)
+    tell: bool = False  # an "always tell the user ..." rule: a say value it names is required though nobody asked
 
 
 # rules every domain with users states (domains/policy.py renders them); a spec may not redeclare their ids
@@ -145,19 +146,25 @@ NO_UNASKED_ALTERNATIVE = Rule(
     "not ask for (a smaller amount, another seat, another date), unless that rule says the agent offers one: the "
     "user may ask for one.", "agent")
 BUILTIN_RULES = (ACT_FOR_USER, ROLE_LIMITS, NO_UNASKED_ALTERNATIVE)
+# the tell rule behind a refusal's reason; the policy states it only in a spec whose outcomes cite it
+TELL_WHY_STOPPED = Rule(
+    "tell_why_stopped",
+    "When a rule stops a request or changes what is done, tell the user the fact it turns on: the limit, the "
+    "record's status, the date or the deadline.", "agent", tell=True)
 
 
 @dataclass(frozen=True)
 class Outcome:
     name: str
     calls: tuple[CallTemplate, ...]
-    say: tuple[str, ...]
+    say: tuple[str, ...]  # the value templates the agent must tell, each asked for or told by a rule
     rule: str
     # dual control (a spec with user tools): the calls that put the world in the state this outcome starts from (run
     # before the episode, tau2's initialization actions: a phone in airplane mode), and the assertions the final
     # state must pass (tau2's ENV_ASSERTION: the phone has service again). Empty for every other domain.
     setup: tuple[CallTemplate, ...] = ()
     asserts: tuple[AssertTemplate, ...] = ()
+    told_by: dict[str, str] | None = None  # say value -> the tell rule that requires it; any other value is asked for
 
 
 @dataclass(frozen=True)
@@ -170,9 +177,20 @@ class Intent:
     find: tuple[CallTemplate, ...]
     for_someone_else: tuple[str, ...]
     outcomes: tuple[Outcome, ...]
+    asks: dict[str, tuple[str, ...]] | None = None  # say value -> words a phrasing asking for it uses
 
     def outcome(self, name: str) -> Outcome | None:
         return next((o for o in self.outcomes if o.name == name), None)
+
+    def asked_in(self, value: str, phrasing: str) -> bool:
+        """Whether ``phrasing`` (a template of this intent's) asks for the say value ``value``."""
+        return any(asking_word(w).search(phrasing) for w in (self.asks or {}).get(value, ()))
+
+    def required_say(self, outcome: Outcome, phrasing: str) -> tuple[str, ...]:
+        """The outcome's say values a request in ``phrasing`` requires: those a tell rule names, and those the
+        phrasing asks for. Another value is not required (the agent may still say it)."""
+        told = outcome.told_by or {}
+        return tuple(v for v in outcome.say if v in told or self.asked_in(v, phrasing))
 
     @property
     def hinges_on_policy(self) -> bool:
@@ -188,6 +206,21 @@ DEFAULT_MANNERS = (
     "friendly but unsure of the details; relies on the agent to look things up",
     "formal; writes complete sentences and expects the same",
 )
+
+
+@lru_cache(maxsize=1024)
+def asking_word(word: str) -> re.Pattern[str]:
+    """A word or phrase of an intent's ``asks``, matched whole and in any case."""
+    return re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)", re.IGNORECASE)
+
+
+def _say_value(item: str | dict[str, Any]) -> str:
+    return item if isinstance(item, str) else item["value"]
+
+
+def _told_by(items: list[Any]) -> dict[str, str] | None:
+    told = {i["value"]: i["told_by"] for i in items if isinstance(i, dict)}
+    return told or None
 
 
 def _call(raw: dict[str, Any]) -> CallTemplate:
@@ -216,7 +249,7 @@ def build_rules(raw: list[dict[str, Any]] | None) -> tuple[Rule, ...]:
                       " ".join(str(r.get("no_example", "")).split()),
                       Alternative(" ".join(r["alternative"]["what"].split()), bool(r["alternative"]["offer"]),
                                   r["alternative"]["say"]) if "alternative" in r else None,
-                      tuple(r.get("before", ()))) for r in raw or ())
+                      tuple(r.get("before", ())), bool(r.get("tell", False))) for r in raw or ())
 
 
 def build_invariants(raw: list[dict[str, Any]] | None) -> tuple[Invariant, ...]:
@@ -229,12 +262,22 @@ def build_intents(raw: list[dict[str, Any]] | None) -> tuple[Intent, ...]:
         name=i["name"], role=i["role"], candidates=i["candidates"], phrasings=tuple(i["phrasings"]),
         knows=tuple(i.get("knows", ())), find=tuple(_call(c) for c in i.get("find", ())),
         for_someone_else=tuple(i.get("for_someone_else", ())),
-        outcomes=tuple(Outcome(name, tuple(_call(c) for c in o.get("calls", ())), tuple(o.get("say", ())),
+        outcomes=tuple(Outcome(name, tuple(_call(c) for c in o.get("calls", ())),
+                               tuple(_say_value(v) for v in o.get("say", ())),
                                o.get("rule", "").strip(), tuple(_call(c) for c in o.get("setup", ())),
                                tuple(AssertTemplate(a["assert"], dict(a.get("arguments", {})),
-                                                    bool(a.get("value", True))) for a in o.get("asserts", ())))
+                                                    bool(a.get("value", True))) for a in o.get("asserts", ())),
+                               _told_by(o.get("say", ())))
                        for name, o in i["outcomes"].items()),
+        asks={v: tuple(words) for v, words in i["asks"].items()} if i.get("asks") else None,
     ) for i in raw or ())
+
+
+def cites_why_stopped(raw_intents: list[dict[str, Any]] | None) -> bool:
+    """Whether some outcome's say value is told by the built-in ``tell_why_stopped`` rule (read off the raw
+    intents, since the policy is written before the intents are built)."""
+    return any(isinstance(v, dict) and v.get("told_by") == TELL_WHY_STOPPED.id
+               for i in raw_intents or () for o in i.get("outcomes", {}).values() for v in o.get("say", ()))
 
 
 def owner_sql(spec: DomainSpec, table: str) -> str | None:
@@ -287,7 +330,7 @@ def realism_problems(spec: DomainSpec, db: sqlite3.Connection) -> list[str]:
 def _rules_problems(spec: DomainSpec, tools: dict[str, Any]) -> list[str]:
     """Ids are unique and known, every decision names a rule, and ``checked_by`` agrees with the tools."""
     out: list[str] = []
-    builtin = {r.id for r in BUILTIN_RULES}
+    builtin = {r.id for r in (*BUILTIN_RULES, TELL_WHY_STOPPED)}
     seen: set[str] = set()
     for k, rule in enumerate(spec.rules):
         if rule.id in builtin:
@@ -306,7 +349,7 @@ def _rules_problems(spec: DomainSpec, tools: dict[str, Any]) -> list[str]:
             else:
                 out += [f"rules[{k}].{where}.arguments.{p}: not a parameter of {tool.name}"
                         for p in call.arguments if p not in tool.param_names]
-    ids = {r.id for r in (*spec.rules, *BUILTIN_RULES)}
+    ids = {r.id for r in spec.all_rules}
     for k, rule in enumerate(spec.rules):
         out += [f"rules[{k}].before: unknown rule {other!r}" for other in rule.before if other not in ids]
         out += [f"rules[{k}].before: rule {rule.id!r} cannot come before itself" for other in rule.before
@@ -321,7 +364,7 @@ def _rules_problems(spec: DomainSpec, tools: dict[str, Any]) -> list[str]:
                        f"a refusal")
         out += [f"rules[{k}].alternative.say: an outcome refusing by {rule.id!r} says {list(o.say)}, not the limit "
                 f"{rule.alternative.say!r}" for o in refusals if rule.alternative.say not in o.say]
-    known = {r.id: r for r in (*spec.rules, *BUILTIN_RULES)}
+    known = {r.id: r for r in spec.all_rules}
     for i, tool in enumerate(spec.tools):
         for k, pre in enumerate(tool.preconditions):
             where = f"tools[{i}].preconditions[{k}].rule"
@@ -450,6 +493,48 @@ def _intent_problems(spec: DomainSpec, intent: Intent, tools: dict[str, Any], db
             out += [f".outcomes.{outcome.name}.say[{s_i}]: slot {{{s}}} is neither a column of the candidates query nor of the user's row"
                     for s in _slots(text) if s not in known]
         out += [f".outcomes.{outcome.name}{m}" for m in _start_problems(spec, outcome, tools, known)]
+    return out + [f" ({intent.name}){m}" for m in _asked_problems(spec, intent)]
+
+
+def _asked_problems(spec: DomainSpec, intent: Intent) -> list[str]:
+    """Every say value is asked for by someone: the intent's ``asks`` names words its phrasings use to ask for it
+    (some phrasing must use one), or ``told_by`` names a tell rule of the policy ("always tell the user ...")."""
+    out: list[str] = []
+    asks = intent.asks or {}
+    plain: set[str] = set()
+    for k, outcome in enumerate(intent.outcomes):
+        told = outcome.told_by or {}
+        for s_i, value in enumerate(outcome.say):
+            where = f".outcomes.{outcome.name}.say[{s_i}]"
+            rule_id = told.get(value)
+            if rule_id is None:
+                plain.add(value)
+                if value not in asks:
+                    out.append(f"{where}: {value!r} is asked for by nobody: list it under the intent's asks: with "
+                               f"the words a phrasing asking for it uses, or write {{value: {value!r}, told_by: "
+                               f"<rule id>}} naming a rule with tell: true (or drop it)")
+                continue
+            rule = spec.rule(rule_id)
+            if rule is None:
+                out.append(f"{where}.told_by: unknown rule {rule_id!r}; declare it under rules: with tell: true")
+            elif not rule.tell:
+                out.append(f"{where}.told_by: rule {rule_id!r} is no tell rule (tell: true, an 'always tell the "
+                           f"user ...' sentence)")
+            elif rule.id == TELL_WHY_STOPPED.id and k == 0:
+                out.append(f"{where}.told_by: the first outcome is the request granted as asked; "
+                           f"{TELL_WHY_STOPPED.id} tells why a request is stopped or changed")
+    writes = {t.name for t in spec.tools if t.kind == "write"}
+    for outcome in intent.outcomes:
+        linked = all(v in (outcome.told_by or {}) or v in asks for v in outcome.say)  # else reported above
+        if outcome.say and linked and not any(c.tool in writes for c in outcome.calls):
+            out += [f".phrasings[{p_i}]: asks for none of what outcome {outcome.name} says ({list(outcome.say)}), "
+                    f"which writes nothing: such a request leaves the agent nothing to do"
+                    for p_i, p in enumerate(intent.phrasings) if not intent.required_say(outcome, p)]
+    for value, words in asks.items():
+        if value not in plain:
+            out.append(f".asks: {value!r} is said by no outcome (as a value asked for)")
+        elif not words or not any(intent.asked_in(value, p) for p in intent.phrasings):
+            out.append(f".asks: no phrasing asks for {value!r}: none uses any of {list(words)}")
     return out
 
 

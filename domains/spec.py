@@ -26,7 +26,8 @@ MAX_TOTAL_ROWS = 100_000  # seeded rows over all tables; the shipped domains see
 from domains.sqlguard import EFFECT, READ, StatementGuard, StatementRefused
 
 from domains.realism_spec import (Intent, Invariant, Rule, Users, build_intents, build_invariants, build_rules,
-                                  build_users, raw_template_problems, realism_problems)
+                                  build_users, cites_why_stopped, raw_template_problems,
+                                  realism_problems)
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "domain.schema.json"
 SQL_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
@@ -161,9 +162,10 @@ class DomainSpec:
     @property
     def all_rules(self) -> tuple[Rule, ...]:
         """Every written rule the policy states: the spec's, then the built-in ones (when it declares users)."""
-        from domains.realism_spec import BUILTIN_RULES
+        from domains.realism_spec import BUILTIN_RULES, TELL_WHY_STOPPED
 
-        return self.rules + (BUILTIN_RULES if self.users is not None else ())
+        why = any(TELL_WHY_STOPPED.id in (o.told_by or {}).values() for i in self.intents for o in i.outcomes)
+        return self.rules + (BUILTIN_RULES if self.users is not None else ()) + ((TELL_WHY_STOPPED,) if why else ())
 
     @property
     def checked_rules(self) -> frozenset[str]:
@@ -319,7 +321,7 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
     rules = build_rules(raw.get("rules"))
     return DomainSpec(name=raw["domain"], description=raw["description"].strip(), now=raw["now"],
                       policy=policy_text(raw.get("policy", "").strip(), raw["now"], users, rules,
-                                         checked_rule_ids(tools)),
+                                         checked_rule_ids(tools), cites_why_stopped(raw.get("intents"))),
                       rules=rules,
                       tables=tuple(tables), tools=tuple(tools),
                       utterances={k: tuple(v) for k, v in raw["utterances"].items()}, path=label,

@@ -265,10 +265,13 @@ class Realism:
                 return None
             say.append(agree_number(text))  # "1 students" -> "1 student"
         shown = _humanise(ctx)
-        clause = render(rng.choice(intent.phrasings), shown)
+        phrasing = rng.choice(intent.phrasings)
+        clause = render(phrasing, shown)
         known = tuple(k for k in (render(t, shown) for t in intent.knows) if k)
         if clause is None:
             return None
+        required = set(intent.required_say(outcome, phrasing))  # a value nobody asked for is not required
+        say = [text for template, text in zip(outcome.say, say) if template in required]
         needed = self._needed(identified, earlier, intent.role, person, (clause, *known), seen_before, calls_run,
                               outputs, say)
         if needed is None:
