@@ -4,7 +4,8 @@ for why a request is stopped), or dropped since a revision; and the share of gen
 
     PYTHONPATH=$PWD nice -n 15 .venv/bin/python bench/asked_values.py --before 43f5e27 --shards 1
 
-``--before REV``: the git revision whose specs count as "before" (its say values, all then required). The task
+``asking``: of the asked values, the share of (value, phrasing) pairs whose phrasing asks for it (a task in another
+phrasing does not require it). ``--before REV``: the git revision whose specs count as "before" (its say values, all then required). The task
 share runs the code on the path, so run the script once with an older checkout first on PYTHONPATH to measure
 that code's share. Per domain, ``--shards`` shards of seed 0 are generated (a default-size snapshot is about 7).
 """
@@ -12,6 +13,7 @@ that code's share. Per domain, ``--shards`` shards of seed 0 are generated (a de
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -26,14 +28,20 @@ WHY = "tell_why_stopped"
 
 
 def say_counts(raw: dict[str, Any]) -> dict[str, int]:
-    """Say values of a raw spec: asked (a plain value), told by a domain tell rule, told as why a request stopped."""
-    out = {"total": 0, "asked": 0, "told": 0, "why": 0}
+    """Say values of a raw spec: asked (a plain value), told by a domain tell rule, told as why a request stopped;
+    and, of the asked values, the (value, phrasing) pairs (``pairs``) and those whose phrasing asks (``asking``)."""
+    out = {"total": 0, "asked": 0, "told": 0, "why": 0, "pairs": 0, "asking": 0}
     for intent in raw.get("intents") or ():
+        asks = intent.get("asks") or {}
         for outcome in intent["outcomes"].values():
             for value in outcome.get("say", ()):
                 out["total"] += 1
                 rule = value.get("told_by") if isinstance(value, dict) else None
                 out["asked" if rule is None else "why" if rule == WHY else "told"] += 1
+                if rule is None:  # before asks existed every phrasing counts as asking (the value was required)
+                    words = [re.compile(r"(?<!\w)" + re.escape(w) + r"(?!\w)", re.I) for w in asks.get(value, ())]
+                    out["pairs"] += len(intent["phrasings"])
+                    out["asking"] += sum(not asks or any(w.search(p) for w in words) for p in intent["phrasings"])
     return out
 
 
@@ -63,7 +71,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=1, help="shards of seed 0 per domain (0: no task share)")
     parser.add_argument("--domains", nargs="+", default=list(DOMAIN_NAMES))
     args = parser.parse_args()
-    head = f"{'domain':<14}{'before':>7}{'now':>6}{'asked':>7}{'told':>6}{'why':>6}{'dropped':>9}"
+    head = f"{'domain':<14}{'before':>7}{'now':>6}{'asked':>7}{'asking':>8}{'told':>6}{'why':>6}{'dropped':>9}"
     if args.shards:
         head += f"{'tasks':>7}{'telling':>9}{'share':>8}{'values/task':>13}"
     print(head)
@@ -73,7 +81,7 @@ def main() -> None:
         before = say_counts(spec_at(domain, args.before))["total"] if args.before else None
         row = {"before": before or 0, **now, "dropped": (before - now["total"]) if before is not None else 0}
         line = (f"{domain:<14}{before if before is not None else '-':>7}{now['total']:>6}{now['asked']:>7}"
-                f"{now['told']:>6}{now['why']:>6}{row['dropped'] if before is not None else '-':>9}")
+                f"{now['asking'] / max(now['pairs'], 1):>8.0%}{now['told']:>6}{now['why']:>6}{row['dropped'] if before is not None else '-':>9}")
         if args.shards:
             tasks, telling, values = task_share(domain, args.shards)
             row |= {"tasks": tasks, "telling": telling, "values": values}
@@ -82,7 +90,7 @@ def main() -> None:
             sums[key] = sums.get(key, 0) + value
         print(line, flush=True)
     line = (f"{'all':<14}{int(sums['before']) if args.before else '-':>7}{int(sums['total']):>6}{int(sums['asked']):>7}"
-            f"{int(sums['told']):>6}{int(sums['why']):>6}{int(sums['dropped']) if args.before else '-':>9}")
+            f"{sums['asking'] / max(sums['pairs'], 1):>8.0%}{int(sums['told']):>6}{int(sums['why']):>6}{int(sums['dropped']) if args.before else '-':>9}")
     if args.shards:
         line += (f"{int(sums['tasks']):>7}{int(sums['telling']):>9}{sums['telling'] / max(sums['tasks'], 1):>8.1%}"
                  f"{sums['values'] / max(sums['tasks'], 1):>13.2f}")
