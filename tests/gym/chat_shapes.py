@@ -6,11 +6,9 @@ and every answer is the server's own."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+
+from tests.loopback import LoopbackProxy
 
 
 def reshape(body: bytes) -> bytes:
@@ -32,50 +30,14 @@ def reshape(body: bytes) -> bytes:
     return json.dumps(request).encode()
 
 
-class ChatShapesProxy:
+class ChatShapesProxy(LoopbackProxy):
     def __init__(self, upstream_port: int) -> None:
         self.requests = 0
-        outer = self
+        super().__init__(upstream_port, timeout_s=600, reshape=self._reshape, seen=self._seen)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    @staticmethod
+    def _reshape(path: str, body: bytes) -> bytes:
+        return reshape(body) if path.endswith("/chat/completions") else body
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                self._forward(None)
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                self._forward(reshape(body) if self.path.endswith("/chat/completions") else body)
-
-            def _forward(self, body: bytes | None) -> None:
-                upstream = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=600)
-                try:
-                    upstream.request(self.command, self.path, body=body,
-                                     headers={"Content-Type": self.headers.get("Content-Type", "application/json")})
-                    response = upstream.getresponse()
-                    payload = response.read()
-                finally:
-                    upstream.close()
-                outer.requests += 1
-                self.send_response(response.status)
-                self.send_header("Content-Type", response.getheader("Content-Type", "application/json"))
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
-
-    def __enter__(self) -> ChatShapesProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _seen(self, path: str, payload: bytes) -> None:
+        self.requests += 1

@@ -13,8 +13,8 @@ import json
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+
+from tests.loopback import LoopbackServer, QuietHandler
 
 
 def good_answer(text: str) -> bytes:
@@ -24,7 +24,7 @@ def good_answer(text: str) -> bytes:
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
 
 
-class FaultServer:
+class FaultServer(LoopbackServer):
     def __init__(self, slow_s: float = 2.0) -> None:
         self.slow_s = slow_s
         self.requests: Counter[str] = Counter()  # per message text, every request that arrived
@@ -32,12 +32,7 @@ class FaultServer:
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 server.gets += 1
                 self._send(200, json.dumps({"object": "list", "data": [{"id": "fault-model"}]}).encode())
@@ -87,19 +82,9 @@ class FaultServer:
                     raise AssertionError(f"unknown fault mode {mode!r}")
 
             def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(payload)
+                self.reply(status, payload, headers=headers)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        super().__init__(Handler)
 
     @staticmethod
     def mode_for(text: str, seen: int) -> str:
@@ -114,11 +99,3 @@ class FaultServer:
     def total_requests(self) -> int:
         with self._lock:
             return sum(self.requests.values())
-
-    def __enter__(self) -> FaultServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
