@@ -302,7 +302,19 @@ _SIGN_OFFS = ("Thanks for taking care of it.", "Thank you for dealing with this.
               "Brilliant, thanks.", "Thanks a ton.", "Thank you, that's everything.", "Thank you, that's it.",
               "Appreciate your help.", "Appreciate your time.", "Much appreciated, as always.",
               "Thank you, truly.", "I'm very grateful.", "Thanks kindly.")
-CLOSINGS = ("",) * 12 + _THANKS + _SIGN_OFFS
+# with 130 closings one phrase still reached 2.9% of a domain's requests (travel): more formal ones (a formal speaker
+# draws from the rest only); more blanks instead left the audit's clause skeletons too alike (restaurant 2.0%)
+_MORE_SIGN_OFFS = ("Thanks for looking into this.", "Many thanks for your help.", "Thanks in advance for your help.",
+                   "I look forward to your reply.", "Thank you for your trouble.", "Thanks for your trouble.",
+                   "Thanks very much.", "Thanks very much for your help.", "Thank you for the assistance.",
+                   "I appreciate your help.", "Thanks for helping.", "Thank you for helping.",
+                   "Thank you, have a good day.", "Thanks, have a nice day.", "Thank you for your kind help.",
+                   "Thanks for the support.", "Thank you for the support.", "Thanks once again.",
+                   "Thank you once more.", "Thanks for sorting it out.", "Thank you for getting this done.",
+                   "Thanks for arranging it.", "Thank you for arranging this.", "Thanks for your assistance.",
+                   "That is all for now, thank you.", "That will be all, thanks.", "Nothing further, thank you.",
+                   "Thank you, that will do.", "All sorted then, thanks.")
+CLOSINGS = ("",) * 12 + _THANKS + _SIGN_OFFS + _MORE_SIGN_OFFS
 CLOSINGS_AFTER_STATEMENT = ("That would be great.", "I'd appreciate it.", "That would help a lot.")
 # after a clause that is not the last one (people thank once, at the end), and only after the first goal: a second
 # "that one matters most" would contradict the first
