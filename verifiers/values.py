@@ -496,9 +496,11 @@ def judge(canonicals: tuple[str, ...], text: str, clock: str | None = None) -> J
     for v in values:
         if v.kind in CANDIDATE_KINDS or v.kind in ("datetime", "number"):
             groups.setdefault(_group(v), []).append(v)
-    for members in groups.values():  # two values need two mentions: "a credit of €700" is not also "€700 paid"
-        if len(members) > 1 and not missing:
-            missing += _unmatched([v.canonical for v in members], found)
+    # two values need two mentions: "a credit of €700" is not also "€700 paid", and "19.4mm" of rain is not also
+    # a temperature of 19.4; mentions that overlap are one mention, whatever kind each value reads it as
+    told = [v.canonical for members in groups.values() for v in members]
+    if len(told) > 1 and not missing:
+        missing += _unmatched(told, _by_mention(told, found))
     if missing:
         return Judgement(False, tuple(missing))
     hedged: list[str] = []
@@ -510,6 +512,23 @@ def judge(canonicals: tuple[str, ...], text: str, clock: str | None = None) -> J
         if others and any(_offered_as_alternative(message.text, found[v.canonical].spans) for v in members):
             hedged += [v.canonical for v in members]
     return Judgement(not hedged, (), tuple(hedged))
+
+
+def _by_mention(canonicals: list[str], found: dict[str, Found]) -> dict[str, Found]:
+    """Each value's spans widened to the whole mention they fall in: overlapping spans of any of the values merge
+    into one, so one stretch of the message can tell one value only."""
+    spans = sorted({s for v in canonicals for s in found[v].spans})
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+
+    def widen(span: tuple[int, int]) -> tuple[int, int]:
+        return next((m[0], m[1]) for m in merged if m[0] <= span[0] < m[1])
+
+    return {v: Found(tuple(dict.fromkeys(widen(s) for s in found[v].spans)), found[v].others) for v in canonicals}
 
 
 def _unmatched(canonicals: list[str], found: dict[str, Found]) -> list[str]:

@@ -237,6 +237,16 @@ def test_two_values_need_two_mentions() -> None:
     assert fidelity_check(("700.00 EUR", "-700.00 EUR"), "you paid €700 and get a credit of €700", CLOCK).passed
 
 
+def test_one_mention_tells_one_value_whatever_its_kind() -> None:
+    # weather: 19.4 mm of rain and a temperature of 19.4; the wrong temperature is not covered by the rain's "19.4mm"
+    values = ("19.4 mm", "19.4", "37.9")
+    assert not fidelity_check(values, "All set: 19.4mm; 19.5; 37.9.", CLOCK).passed
+    assert fidelity_check(values, "All set: 19.4mm of rain; it is 19.4 degrees, wind 37.9.", CLOCK).passed
+    # a date and a count that share a number need a mention each
+    assert not fidelity_check(("2025-06-26", "26 seats"), "Thursday 26 June 2025", CLOCK).passed
+    assert fidelity_check(("2025-06-26", "26 seats"), "Thursday 26 June 2025, with 26 seats", CLOCK).passed
+
+
 # the plural agrees with the number
 
 def test_the_plural_agrees_with_the_number() -> None:
