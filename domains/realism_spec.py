@@ -505,6 +505,8 @@ def _asked_problems(spec: DomainSpec, intent: Intent) -> list[str]:
     for k, outcome in enumerate(intent.outcomes):
         told = outcome.told_by or {}
         for s_i, value in enumerate(outcome.say):
+            if template_problems(value):
+                continue  # refused as a template already: one line to act on
             where = f".outcomes.{outcome.name}.say[{s_i}]"
             rule_id = told.get(value)
             if rule_id is None:

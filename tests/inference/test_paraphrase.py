@@ -91,7 +91,8 @@ def test_the_gate_accepts_a_faithful_rewrite_and_says_why_it_refuses_others(task
     assert lost is not None and repr(dropped) in lost.detail
     added = judge(task, cases["added_value"])
     assert added is not None and added.detail.endswith("'QX4821'")
-    question = next(t for t in tasks if t.communicate_info)
+    # a task with something to tell (since only what someone asked for is required, not every draw has one)
+    question = next(t for t in tasks + _weather_tasks(24, seed=2) if t.communicate_info)
     leak = judge(question, question.reason_for_call().rstrip("?.") + f"? I believe it is "
                                                                        f"{question.communicate_info[0]}.")
     assert leak is not None and leak.reason in ("leaks_answer", "added_value")
