@@ -273,11 +273,10 @@ def build_intents(raw: list[dict[str, Any]] | None) -> tuple[Intent, ...]:
     ) for i in raw or ())
 
 
-def cites_why_stopped(raw_intents: list[dict[str, Any]] | None) -> bool:
-    """Whether some outcome's say value is told by the built-in ``tell_why_stopped`` rule (read off the raw
-    intents, since the policy is written before the intents are built)."""
-    return any(isinstance(v, dict) and v.get("told_by") == TELL_WHY_STOPPED.id
-               for i in raw_intents or () for o in i.get("outcomes", {}).values() for v in o.get("say", ()))
+def states_why_stopped(intents: tuple[Intent, ...]) -> bool:
+    """Whether some outcome's say value is told by the built-in ``tell_why_stopped`` rule (the policy then states
+    it)."""
+    return any(TELL_WHY_STOPPED.id in (o.told_by or {}).values() for i in intents for o in i.outcomes)
 
 
 def owner_sql(spec: DomainSpec, table: str) -> str | None:

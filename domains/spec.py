@@ -26,8 +26,7 @@ MAX_TOTAL_ROWS = 100_000  # seeded rows over all tables; the shipped domains see
 from domains.sqlguard import EFFECT, READ, StatementGuard, StatementRefused
 
 from domains.realism_spec import (Intent, Invariant, Rule, Users, build_intents, build_invariants, build_rules,
-                                  build_users, cites_why_stopped, raw_template_problems,
-                                  realism_problems)
+                                  build_users, raw_template_problems, realism_problems, states_why_stopped)
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "domain.schema.json"
 SQL_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
@@ -153,6 +152,7 @@ class DomainSpec:
     imported_tasks: str | None = None  # a source holding tasks in tau2's Task format (see interop/tau2_tasks.py)
     assertions: dict[str, Assertion] = field(default_factory=dict)  # named final-state checks (tau2's ENV_ASSERTION)
     policy_sources: tuple[str, ...] = ()  # sources whose text joins the policy at export (domains.external.policy_text)
+    states_why_stopped: bool = False  # some outcome cites the built-in tell rule tell_why_stopped: the policy states it
 
     @property
     def external(self) -> bool:
@@ -164,8 +164,8 @@ class DomainSpec:
         """Every written rule the policy states: the spec's, then the built-in ones (when it declares users)."""
         from domains.realism_spec import BUILTIN_RULES, TELL_WHY_STOPPED
 
-        why = any(TELL_WHY_STOPPED.id in (o.told_by or {}).values() for i in self.intents for o in i.outcomes)
-        return self.rules + (BUILTIN_RULES if self.users is not None else ()) + ((TELL_WHY_STOPPED,) if why else ())
+        return (self.rules + (BUILTIN_RULES if self.users is not None else ())
+                + ((TELL_WHY_STOPPED,) if self.states_why_stopped else ()))
 
     @property
     def checked_rules(self) -> frozenset[str]:
@@ -319,14 +319,16 @@ def _build(raw: dict[str, Any], label: str, spec_hash: str) -> DomainSpec:
 
     users = build_users(raw.get("users"))
     rules = build_rules(raw.get("rules"))
+    intents = build_intents(raw.get("intents"))
+    why_stopped = states_why_stopped(intents)
     return DomainSpec(name=raw["domain"], description=raw["description"].strip(), now=raw["now"],
                       policy=policy_text(raw.get("policy", "").strip(), raw["now"], users, rules,
-                                         checked_rule_ids(tools), cites_why_stopped(raw.get("intents"))),
+                                         checked_rule_ids(tools), why_stopped),
                       rules=rules,
                       tables=tuple(tables), tools=tuple(tools),
                       utterances={k: tuple(v) for k, v in raw["utterances"].items()}, path=label,
                       spec_hash=spec_hash, users=users, invariants=build_invariants(raw.get("invariants")),
-                      intents=build_intents(raw.get("intents")), default=raw.get("default", True),
+                      intents=intents, default=raw.get("default", True), states_why_stopped=why_stopped,
                       sources={name: Source(name, s.get("package"), s.get("resource"), s.get("path"),
                                             s.get("hint", "")) for name, s in raw.get("sources", {}).items()},
                       imported_tasks=raw.get("imported_tasks", {}).get("source"),
