@@ -15,8 +15,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.loopback import LoopbackServer, QuietHandler
 
 DEEP = 100_000
 
@@ -51,7 +52,7 @@ def _replace(body: dict[str, Any], marker: str, raw: str) -> bytes:
     return _json(body).replace(json.dumps(marker).encode(), raw.encode())
 
 
-class FakeLLM:
+class FakeLLM(LoopbackServer):
     """``with FakeLLM() as server``: ``server.base_url`` answers chat completions; ``server.requests`` counts the
     POSTs per fault name."""
 
@@ -62,12 +63,7 @@ class FakeLLM:
         self._register()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def end_headers(self) -> None:
                 # every connection is closed after its answer (below), so say so: a client that pooled it
                 # would otherwise race the close on its next request and see a reply cut off before it began
@@ -85,21 +81,12 @@ class FakeLLM:
                     pass  # the client gave up and closed the connection: what the fault is for
                 self.close_connection = True
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
+        super().__init__(Handler)
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
-
-    def __enter__(self) -> FakeLLM:
-        self._thread.start()
-        return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._stop.set()  # every handler still writing stops first
+        super().__exit__(*exc)
 
     # ---- how a fault writes its reply
     @staticmethod
