@@ -20,6 +20,7 @@ from train.environment.env import Environment  # noqa: E402
 from train.evaluation.evaluate import EvalConfig, evaluation_set  # noqa: E402
 from train.models.checkpoint_policy import CheckpointPolicy  # noqa: E402
 from train.models.model import smollm2_folder  # noqa: E402
+from warehouse.errors import WarehouseError  # noqa: E402
 from warehouse.location import default_warehouse  # noqa: E402
 
 TOOL_RESPONSE = '<tool_response>{"status": "ok"}</tool_response>'
@@ -47,9 +48,16 @@ def main() -> None:
     ap.add_argument("--bf16", action="store_true", help="CPU bf16 autocast, as the cpu-learn profiles evaluate")
     ap.add_argument("--work-dir", default="work")
     args = ap.parse_args()
+    for name in ("tasks", "turns", "max_new_tokens"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     cfg = EvalConfig(warehouse=args.warehouse, model="any", domains=[args.domain], limit=args.tasks)
     env = Environment(cfg.env_config(), synthetic_schedules(0))
-    openings = [env.opening_messages(t) for t in evaluation_set(cfg).tasks]
+    try:  # a missing warehouse or an empty test split is one line, before any model loads
+        openings = [env.opening_messages(t) for t in evaluation_set(cfg).tasks]
+    except WarehouseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     folder = str(smollm2_folder(args.work_dir))
     results = {}
     for reuse in (False, True):

@@ -43,15 +43,20 @@ def test_completion(local: Local, tmp_path: Path) -> None:
     assert reply.finish_reason in ("stop", "length")
 
 
+def forced_call(llm: LLMClient, question: list[dict[str, str]], tool: dict[str, Any]) -> tuple[Any, Any]:
+    """The one tool call the server makes when forced to call ``tool``, and the reply that carries it."""
+    name = tool["function"]["name"]
+    reply = llm.chat(question, tools=[tool], tool_choice=force_tool(name), max_tokens=48, temperature=0)
+    assert reply.ok, reply.error_detail
+    assert [c.name for c in reply.tool_calls] == [name]
+    return reply.tool_calls[0], reply
+
+
 def test_forced_tool_call_has_valid_json_arguments_and_the_conversation_continues(local: Local,
                                                                                   tmp_path: Path) -> None:
     question = [{"role": "user", "content": "What is the weather in Paris right now?"}]
     with LLMClient(local.endpoint, cache_dir=tmp_path) as llm:
-        reply = llm.chat(question, tools=[WEATHER_TOOL], tool_choice=force_tool("get_weather"), max_tokens=48,
-                         temperature=0)
-        assert reply.ok, reply.error_detail
-        assert [c.name for c in reply.tool_calls] == ["get_weather"]
-        call = reply.tool_calls[0]
+        call, reply = forced_call(llm, question, WEATHER_TOOL)
         assert isinstance(call.arguments, dict) and isinstance(call.arguments.get("city"), str), call.arguments_json
         assert reply.message()["content"] == ""
         follow_up = llm.chat([*question, reply.message(),
@@ -70,10 +75,7 @@ def test_a_tool_with_a_pattern_is_answered_and_the_server_lives_on(local: Local,
             "date_of_birth": {"type": "string", "format": "date", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"}}}}}
     question = [{"role": "user", "content": "I am Ana Silva, born 1990-04-02. Find my record."}]
     with LLMClient(local.endpoint, cache_dir=tmp_path) as llm:
-        reply = llm.chat(question, tools=[tool], tool_choice=force_tool("find_customer"), max_tokens=48,
-                         temperature=0)
-        assert reply.ok, reply.error_detail
-        assert [c.name for c in reply.tool_calls] == ["find_customer"]
+        forced_call(llm, question, tool)
         assert local.server.process is None or local.server.process.poll() is None, local.server.log_tail()
         after = llm.chat([{"role": "user", "content": "Name one colour."}], max_tokens=8, temperature=0)
     assert after.ok, after.error_detail
