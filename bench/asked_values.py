@@ -13,44 +13,42 @@ that code's share. Per domain, ``--shards`` shards of seed 0 are generated (a de
 from __future__ import annotations
 
 import argparse
-import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from domains.registry import DOMAIN_NAMES
+from domains.registry import DOMAIN_NAMES, get_spec
+from domains.spec import DomainSpec
 from synthesis.generate import ShardConfig, generate_shard
 
 ROOT = Path(__file__).resolve().parent.parent
 WHY = "tell_why_stopped"
 
 
-def say_counts(raw: dict[str, Any]) -> dict[str, int]:
-    """Say values of a raw spec: asked (a plain value), told by a domain tell rule, told as why a request stopped;
+def say_counts(spec: DomainSpec) -> dict[str, int]:
+    """Say values of a built spec: asked (a plain value), told by a domain tell rule, told as why a request stopped;
     and, of the asked values, the (value, phrasing) pairs (``pairs``) and those whose phrasing asks (``asking``)."""
     out = {"total": 0, "asked": 0, "told": 0, "why": 0, "pairs": 0, "asking": 0}
-    for intent in raw.get("intents") or ():
-        asks = intent.get("asks") or {}
-        for outcome in intent["outcomes"].values():
-            for value in outcome.get("say", ()):
+    for intent in spec.intents:
+        for outcome in intent.outcomes:
+            for value in outcome.say:
                 out["total"] += 1
-                rule = value.get("told_by") if isinstance(value, dict) else None
+                rule = (outcome.told_by or {}).get(value)
                 out["asked" if rule is None else "why" if rule == WHY else "told"] += 1
-                if rule is None:  # before asks existed every phrasing counts as asking (the value was required)
-                    words = [re.compile(r"(?<!\w)" + re.escape(w) + r"(?!\w)", re.I) for w in asks.get(value, ())]
-                    out["pairs"] += len(intent["phrasings"])
-                    out["asking"] += sum(not asks or any(w.search(p) for w in words) for p in intent["phrasings"])
+                if rule is None:  # the test generation applies (Intent.asked_in)
+                    out["pairs"] += len(intent.phrasings)
+                    out["asking"] += sum(intent.asked_in(value, p) for p in intent.phrasings)
     return out
 
 
-def spec_at(domain: str, rev: str | None) -> dict[str, Any]:
+def say_total_at(domain: str, rev: str) -> int:
+    """How many say values the spec held at git revision ``rev`` (read raw: older specs predate today's loader)."""
     path = f"domains/{domain}/{domain}.yaml"
-    if rev is None:
-        return yaml.safe_load((ROOT / path).read_text())
     text = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return yaml.safe_load(text.stdout)
+    raw = yaml.safe_load(text.stdout)
+    return sum(len(o.get("say", ())) for i in raw.get("intents") or () for o in i["outcomes"].values())
 
 
 def task_share(domain: str, shards: int) -> tuple[int, int, int]:
@@ -77,8 +75,8 @@ def main() -> None:
     print(head)
     sums: dict[str, float] = {}
     for domain in args.domains:
-        now = say_counts(spec_at(domain, None))
-        before = say_counts(spec_at(domain, args.before))["total"] if args.before else None
+        now = say_counts(get_spec(domain))
+        before = say_total_at(domain, args.before) if args.before else None
         row = {"before": before or 0, **now, "dropped": (before - now["total"]) if before is not None else 0}
         line = (f"{domain:<14}{before if before is not None else '-':>7}{now['total']:>6}{now['asked']:>7}"
                 f"{now['asking'] / max(now['pairs'], 1):>8.0%}{now['told']:>6}{now['why']:>6}{row['dropped'] if before is not None else '-':>9}")
