@@ -22,15 +22,16 @@ from domains.spec import DomainSpec
 from synthesis.realism_audit import WORD, outcome_figures, question_intents
 from synthesis.realistic import Realism
 from synthesis.requests import Request
-from synthesis.task import Task, style_for
+from synthesis.task import Task, is_forbidden, style_for
 from synthesis.toolgraph import ToolGraph
 from verifiers.types import CHECKS
 
 WRITE, REFUSAL, ANSWER = "write", "refusal", "answer"  # what the gold does about one goal
 GOAL_KINDS = (WRITE, REFUSAL, ANSWER)
-# the goal kinds of a shard's bases; a refused base is the only way to a task that refuses everything. Not more
-# writes: evolution lifts the written share to ~80%, and a write gold has more calls and mutants to verify
-BASE_MIX = {WRITE: 0.62, REFUSAL: 0.12, ANSWER: 0.26}
+# the goal kinds of a shard's bases; a refused base is the only way to a task that refuses everything (6% of bases
+# gives 3-5% of published tasks; at 12% it was 5-8%). Not more writes: evolution lifts the written share to ~80%,
+# and a write gold has more calls and mutants to verify
+BASE_MIX = {WRITE: 0.66, REFUSAL: 0.06, ANSWER: 0.28}
 # the kind of the goal that ``add_goal`` adds to a parent that already writes: mixed tasks, where the agent does
 # one thing and refuses another, are where refusals are taught
 ADDED_GOAL_MIX = {WRITE: 0.3, REFUSAL: 0.4, ANSWER: 0.3}
@@ -101,8 +102,11 @@ class OutcomeBalance:
         self.forbidden[task.depth] += any(n.startswith("forbidden=") for n in task.notes)
         goal = next((r for r in reversed(task.requests) if r.kind == "intent"), None)
         if task.evolved_from is None:
-            if goal is not None:
-                self.base_kinds[goal_kind(self.spec, goal)] += 1
+            # a base's goal is its first request the user may make: a forbidden add-on (a role's refused request is an
+            # intent too) is not what was drawn, and counting it as a refusal starved the refusal goals
+            own = next((r for r in task.requests if r.kind == "intent" and not is_forbidden(r)), None)
+            if own is not None:
+                self.base_kinds[goal_kind(self.spec, own)] += 1
         elif task.operator == "add_goal" and goal is task.requests[-1] and _writes_before(self.spec, task):
             self.added_kinds[goal_kind(self.spec, goal)] += 1
 

@@ -253,7 +253,7 @@ _LEADS = ("Quick question.", "Hoping you can help.", "Sorry to bother you.", "Ne
           "Any chance you can help?", "First time using this chat.", "I hope you can help.", "I have a request.",
           "A question for you.", "I'd be grateful for your help.", "I need some help, please.",
           "I'm hoping this is quick.",
-          "There's something I need.", "It's about my account.", "Short one today.", "Glad I caught you.",
+          "There's something I need.", "Short one today.", "Glad I caught you.",
           "I won't keep you long.", "This should be simple.", "I'll be quick.", "Straight to it.", "A small request.",
           "One request today.", "I'd like some help.", "I was told to ask here.", "Maybe you can sort this.",
           "Hopefully an easy one.", "I've been meaning to ask.", "Following up on something.", "Help needed, please.",

@@ -13,7 +13,7 @@ from domains.engine import ToolCall
 from domains.registry import get_engine, get_spec
 from synthesis.generate import ShardConfig, generate_shard
 from synthesis.realism_audit import aggregate, outcome_figures, question_intents
-from synthesis.realistic_tasks import (ANSWER, REFUSAL, WRITE, OutcomeBalance, add_goal, base_candidate, flags,
+from synthesis.realistic_tasks import (ANSWER, BASE_MIX, REFUSAL, WRITE, OutcomeBalance, add_goal, base_candidate, flags,
                                        goal_kind, outcome_kind)
 from synthesis.toolgraph import ToolGraph
 
@@ -109,3 +109,26 @@ def test_a_domains_published_outcomes_meet_the_targets(domain: str) -> None:
 def _outcomes(notes: list[str]) -> list[tuple[str, str]]:
     return [(notes[k][len("intent="):], notes[k + 1][len("outcome="):]) for k in range(len(notes) - 1)
             if notes[k].startswith("intent=") and notes[k + 1].startswith("outcome=")]
+
+
+def test_a_base_with_a_forbidden_add_on_counts_the_goal_it_was_drawn_for() -> None:
+    # a role's forbidden request is an intent too; counting it as the base's goal made every such base a "refusal"
+    # and starved the refusal goals the mix asks for
+    graph = ToolGraph(get_engine("sport"))
+    rng = random.Random(2)
+    drawn = [base_candidate(graph, rng, 0, [WRITE], with_forbidden=True) for _ in range(40)]
+    task = next(t for t in drawn if t and "forbidden=role" in t.notes)
+    assert goal_kind(graph.spec, task.requests[-1]) == REFUSAL  # the add-on, last
+    balance = OutcomeBalance(graph.spec)
+    balance.accept(task)
+    assert balance.base_kinds == Counter({WRITE: 1})
+
+
+def test_a_shard_publishes_the_refusal_bases_the_mix_asks_for() -> None:
+    spec = get_spec("sport")
+    records = [r for i in range(2) for r in generate_shard(ShardConfig("sport", 0, i, base_candidates=24))["records"]]
+    bases = [r for r in records if r["accepted"] and r["depth"] == 0]
+    intents = {i.name: i for i in spec.intents}
+    first = [_outcomes(r["notes"])[0] for r in bases if _outcomes(r["notes"])]
+    refused = sum(outcome_kind(spec, intents[i], o) == REFUSAL for i, o in first)
+    assert refused >= max(1, 0.5 * BASE_MIX[REFUSAL] * len(bases)), (refused, len(bases))

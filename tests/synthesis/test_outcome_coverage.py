@@ -1,0 +1,37 @@
+"""Every write and every answer a domain declares can be taught: where the seeded data offers rows for it, some
+of them give a goal whose values all have a source (a ground named only by a record the gold never read made
+sport's "next game" and "is my match on" answers impossible to draw)."""
+
+from __future__ import annotations
+
+import pytest
+
+from domains.registry import available_domains, data_available, get_engine, get_spec
+from synthesis.outcome_coverage import outcome_coverage
+from synthesis.realistic_tasks import ANSWER, WRITE
+from synthesis.toolgraph import ToolGraph
+
+DOMAINS = [d for d in available_domains() if data_available(d) and get_spec(d).intents]
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_every_offered_write_and_answer_gives_a_goal(domain: str) -> None:
+    coverage = outcome_coverage(ToolGraph(get_engine(domain)), tries=4)
+    dead = [f"{c.intent}/{c.outcome}: 0 goals of {c.tried} rows tried ({c.rows} offered)"
+            for c in coverage if c.kind in (WRITE, ANSWER) and c.rows and not c.goals]
+    assert dead == []
+
+
+def test_a_value_no_call_returns_makes_an_outcome_dead() -> None:
+    # the check can fail: sport's next-game answer without the call that names the ground gives no goal
+    graph = ToolGraph(get_engine("sport"))
+    intent = next(i for i in graph.spec.intents if i.name == "next_game_venue")
+    live = [c for c in outcome_coverage(graph, tries=2) if c.intent == intent.name]
+    assert live and all(c.goals for c in live)
+    find = intent.find
+    object.__setattr__(intent, "find", tuple(f for f in find if f.tool != "get_match"))
+    try:
+        cut = [c for c in outcome_coverage(graph, tries=2) if c.intent == intent.name]
+    finally:
+        object.__setattr__(intent, "find", find)
+    assert cut and not any(c.goals for c in cut)
