@@ -8,10 +8,19 @@ import pytest
 
 from domains.registry import available_domains, data_available, get_engine, get_spec
 from synthesis.outcome_coverage import outcome_coverage
-from synthesis.realistic_tasks import ANSWER, WRITE
+from synthesis.realistic_tasks import ANSWER, REFUSAL, WRITE
 from synthesis.toolgraph import ToolGraph
 
 DOMAINS = [d for d in available_domains() if data_available(d) and get_spec(d).intents]
+# refusals the seeded data offers but no goal can teach yet: the reason shows only in the refusing tool's error (no
+# read tool returns a venue's or a coupon's state), or is a count the agent would have to make. A ratchet: a new
+# dead refusal fails the test below, and one that comes alive must leave this list.
+KNOWN_DEAD_REFUSALS = {
+    ("sport", "book_training", "venue_closed"), ("sport", "book_training", "venue_busy"),
+    ("sport", "sign_player", "number_taken"), ("sport", "move_player_to_another_team", "number_taken"),
+    ("ecommerce", "use_a_coupon", "expired"), ("ecommerce", "use_a_coupon", "below_minimum"),
+    ("restaurant", "redeem_points", "not_enough"), ("weather", "follow_hazard", "limit"),
+}
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
@@ -20,6 +29,9 @@ def test_every_offered_write_and_answer_gives_a_goal(domain: str) -> None:
     dead = [f"{c.intent}/{c.outcome}: 0 goals of {c.tried} rows tried ({c.rows} offered)"
             for c in coverage if c.kind in (WRITE, ANSWER) and c.rows and not c.goals]
     assert dead == []
+    refusals = {(domain, c.intent, c.outcome): bool(c.goals) for c in coverage if c.kind == REFUSAL and c.rows}
+    assert [k for k, live in refusals.items() if not live and k not in KNOWN_DEAD_REFUSALS] == []
+    assert [k for k, live in refusals.items() if live and k in KNOWN_DEAD_REFUSALS] == []
 
 
 def test_a_value_no_call_returns_makes_an_outcome_dead() -> None:
