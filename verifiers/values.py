@@ -165,6 +165,7 @@ _NUMBER_WORD = re.compile(r"\b(" + "|".join(TENS) + r")(?:[- ](one|two|three|fou
 _DIGITS = re.compile(r"(?<![\w.,/:-])(-|−|minus\s+)?(" + _NUM + r")(?![\d])")
 _SYMBOL_BEFORE = re.compile(r"(€|£|\$|\beur|\bgbp|\busd)\s*(-|−)?\s*$")
 _CURRENCY_AFTER = re.compile(r"^\s*(eur|euros?|gbp|pounds?(?: sterling)?|usd|us dollars|dollars?|cents?)\b")
+_ENDS_IN_NUMBER = re.compile(r"\d\s*$")
 _ZERO_AMOUNT = re.compile(r"\b(nothing|no charge|free of charge|free|no fee|not charged|no cost)\b")
 _MONTH = (r"(" + "|".join(MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\b\.?")
 _WEEKDAY = (r"(?:(" + "|".join(WEEKDAYS) + r"|mon|tues|tue|wed|thurs|thur|thu|fri|sat|sun)\b\.?,?\s+"
@@ -227,6 +228,11 @@ class Message:
             for n in self.numbers:
                 before = _SYMBOL_BEFORE.search(self.text[max(0, n.start - 6):n.start])
                 after = _CURRENCY_AFTER.match(self.text[n.end:n.end + 16])
+                if before and before.group(1).isalpha():
+                    # "9818.61 EUR 2123.27 GBP": a code right after a number is that number's, not the next one's
+                    at = max(0, n.start - 6) + before.start(1)
+                    if _ENDS_IN_NUMBER.search(self.text[max(0, at - 4):at]):
+                        before = None
                 if not before and not after:
                     continue
                 mark = (before.group(1).strip() if before else after.group(1).split()[0] if after else "")  # type: ignore[union-attr]

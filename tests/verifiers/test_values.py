@@ -69,6 +69,17 @@ def test_a_negative_amount_is_told_as_money_back_but_a_positive_one_never_as_min
     assert not told("40.00 EUR", "minus 40 euros")
 
 
+
+def test_amounts_listed_with_their_codes_after_them_keep_their_own_codes() -> None:
+    # the replayed gold's text ("9818.61 EUR 9568.61 EUR 2123.27 GBP") read "EUR 2123.27" as a euro amount and
+    # failed its own gold in the Gym agreement test
+    values = ("9818.61 EUR", "9568.61 EUR", "2123.27 GBP")
+    assert fidelity_check(values, "Done. 9818.61 EUR 9568.61 EUR 2123.27 GBP").passed
+    assert fidelity_check(("-115.65 GBP", "1115.58 EUR"), "-115.65 GBP 1115.58 EUR").passed
+    assert not fidelity_check(values, "Done. 9818.61 EUR 9568.61 EUR 2123.27 EUR").passed
+    assert told("247.33 EUR", "that is EUR 247.33") and told("12.00 GBP", "EUR 247.33 and GBP 12.00")
+
+
 # dates: weekday or not, day-month or month-day, month in words or a number, year optional in the clock's year
 
 def date_wordings(day: date) -> list[str]:
