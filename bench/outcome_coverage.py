@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from domains.registry import available_domains, data_available, get_engine, get_spec
+from domains.registry import available_domains, data_available, get_engine, get_spec, unknown_domain
 from synthesis.outcome_coverage import outcome_coverage
 from synthesis.toolgraph import ToolGraph
 
@@ -18,6 +18,11 @@ def main() -> None:
     parser.add_argument("--domains", nargs="*", help="default: every domain that declares intents")
     parser.add_argument("--tries", type=int, default=6, help="rows tried per outcome")
     args = parser.parse_args()
+    if args.tries < 1:
+        parser.error("--tries must be at least 1")
+    unknown = [d for d in args.domains or () if d not in available_domains()]
+    if unknown:
+        parser.error(unknown_domain(unknown[0]))
     domains = args.domains or [d for d in available_domains() if data_available(d) and get_spec(d).intents]
     dead = []
     print(f"{'domain':14s} {'outcomes':>8s} {'with rows':>9s} {'give a goal':>11s}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,13 +26,14 @@ class Coverage:
     goals: int  # of the rows tried, how many gave a goal
 
 
-def outcome_coverage(graph: ToolGraph, tries: int = 6) -> list[Coverage]:
-    """Every outcome of the domain's intents, with up to ``tries`` of its rows (drawn with a fixed seed) tried."""
+def outcome_coverage(graph: ToolGraph, tries: int = 6, intents: Iterable[Intent] | None = None) -> list[Coverage]:
+    """Every outcome of the domain's intents (or of ``intents``), with up to ``tries`` of its rows (drawn with a
+    fixed seed) tried."""
     realism = realism_for(graph)
     was, realism.plan_derivable = realism.plan_derivable, True  # as admission: every value needs a source
     out = []
     try:
-        for intent in graph.spec.intents:
+        for intent in graph.spec.intents if intents is None else intents:
             by_outcome: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
             for person, row in realism.pairs(intent):
                 by_outcome[str(row["outcome"])].append((person, row))
