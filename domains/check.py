@@ -57,6 +57,11 @@ DOUBLED_WORD = re.compile(r"\b([A-Za-z]+)\s+\1\b", re.IGNORECASE)  # as synthesi
 # "either" with no "or" after it, and "as well", lean on a request said before them, which a forbidden request or a
 # goal drawn on its own does not have ("X can't travel now either")
 DANGLING = re.compile(r"\b(as well)\b(?! as)|\b(either)\b(?!.*\bor\b)", re.IGNORECASE)
+# a slot that starts a sentence inside a template ("... game on {match_date}? {section} if possible") is said as its
+# value is stored, so "main stand" would open a sentence in lower case; a name ("{other_name}, my mother, ...") or
+# an id keeps its own case, and "Dr. {doctor_name}" ends no sentence
+SENTENCE_SLOT = re.compile(r"(?<!\bDr)[.?!]\s+\{([A-Za-z_]\w*)\}")
+CASED_SLOT = re.compile(r"(name|_id|performer)$")
 
 
 def slot_values(spec: DomainSpec) -> dict[str, set[str]]:
@@ -71,7 +76,8 @@ def slot_values(spec: DomainSpec) -> dict[str, set[str]]:
 
 def wording_slips(template: str, values: dict[str, set[str]]) -> list[str]:
     """What a request template would say wrong: a word doubled in its own text, a word doubled across a slot
-    ("a {loyalty_tier} member" with the tier "member"), or a dangling "either" / "as well".
+    ("a {loyalty_tier} member" with the tier "member"), a dangling "either" / "as well", or a slot other than a
+    name or an id opening a sentence inside it ("? {section} if possible" said "? main stand if possible").
 
     >>> wording_slips("you are a {tier} member", {"tier": {"member", "gold"}})
     ["'{tier} member' reads 'member member' when tier is 'member'"]
@@ -89,6 +95,8 @@ def wording_slips(template: str, values: dict[str, set[str]]) -> list[str]:
                 out.append(f"'{before.group(1)} {{{m.group(1)}}}' reads '{before.group(1)} {said[0]}' when "
                            f"{m.group(1)} is {value!r}")
     out += [f"dangling {(m.group(1) or m.group(2))!r}" for m in DANGLING.finditer(template)]
+    out += [f"'{{{m.group(1)}}}' starts a sentence but keeps its value's case (a lower-case value opens it in lower "
+            f"case)" for m in SENTENCE_SLOT.finditer(template) if not CASED_SLOT.search(m.group(1))]
     return out
 
 

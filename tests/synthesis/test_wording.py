@@ -226,6 +226,20 @@ def test_every_request_template_reads_without_doubled_or_dangling_words() -> Non
     assert wording_slips("{other_name} can't travel now either - refund {ticket_id} as well", {}) == [
         "dangling 'either'", "dangling 'as well'"]
     assert wording_slips("either the 10:00 or the 11:00 one, as well as a seat", {}) == []
+    # a slot opening a sentence mid-template is said in its stored case ("? main stand if possible"); a name, an id
+    # and "Dr. {doctor_name}" keep theirs
+    assert wording_slips("a ticket for {match_date}? {section} if possible", {}) == [
+        "'{section}' starts a sentence but keeps its value's case (a lower-case value opens it in lower case)"]
+    assert wording_slips("cancel it? {other_name} asked me. {order_id} is the one, with Dr. {doctor_name}", {}) == []
+
+
+def test_no_generated_request_opens_a_sentence_in_lower_case() -> None:
+    """Seen in a default run (69 of 4,465 requests): "... on Friday 5 December? main stand if possible."."""
+    for domain in ("sport", "entertainment", "restaurant"):
+        shard = generate_shard(ShardConfig(domain, 0, 0, base_candidates=40, evolution_rounds=1))
+        requests = [r["request"] for r in shard["records"] if r["accepted"]]
+        assert requests, domain
+        assert [t for t in requests if re.search(r"[.?!]\s+[a-z]", t)] == [], domain
 
 
 def _shares(manner: str, n: int = 3000) -> Counter[str]:
