@@ -11,7 +11,8 @@ agent uses for the same value, and refuses any other value:
   the year optional when it is the domain clock's year;
 - times: "14:00", "2 pm", "2:00 PM", "noon";
 - durations, counts, measurements: the number in digits or in words (up to ninety-nine), "no" / "none" for zero,
-  "a" / "one" for one, the unit abbreviated or spelled out, singular or plural ("a 30-day period");
+  "a" / "one" for one, the unit abbreviated or spelled out, singular or plural ("a 30-day period"); no seats,
+  tickets, rooms, places or tables as "fully booked" / "booked up" / "sold out" (unless another count of them is said);
 - ids verbatim (any case); names, enum words and free text as words (any case, "_" read as a space).
 
 ``fidelity(values, message)`` also refuses a message that names many candidates: several values of one kind where
@@ -429,6 +430,8 @@ def find(value: Value, message: Message) -> Found:
         if value.number == 0 and re.search(r"\bnone\b", message.text) and re.search(
                 rf"\b{re.escape(value.unit)}", message.text):
             hits.append((0, 0))  # "active subscriptions: none"
+        if value.number == 0 and value.unit in CAPACITY_NOUNS and not others:  # "2 seats left" says it is not
+            hits += [m.span() for m in _FULL_UP.finditer(message.text)]  # "0 seats": "the flight is fully booked"
         return Found(tuple(hits), tuple(dict.fromkeys(others)))
     if kind == "number":
         assert value.number is not None
@@ -440,6 +443,12 @@ def find(value: Value, message: Message) -> Found:
         return Found(((0, 0),), ())
     at = find_word(_words(message.raw), needle, decimal_guard=True)
     return Found(((at, at + len(needle)),) if at >= 0 else (), ())
+
+
+# what has no seat, ticket or room left is "fully booked" / "sold out"; said of a count of 0 of these only, so a
+# squad that "is full" tells no seat count
+CAPACITY_NOUNS = frozenset({"seat", "ticket", "room", "place", "table"})
+_FULL_UP = re.compile(r"\b(fully booked|booked up|sold out)\b")
 
 
 def _leading_unit(after: str, units: dict[str, Any]) -> str | None:

@@ -271,3 +271,16 @@ def test_the_plural_agrees_with_the_number() -> None:
 def test_an_iso_datetime_said_as_stored_tells_its_date_and_time() -> None:
     assert fidelity_check(("2025-03-10T12:00:00",), "paid at 2025-03-10T12:00:00", "2025-03-10T12:00:00").passed
     assert not fidelity_check(("2025-03-10T11:00:00",), "paid at 2025-03-10T12:00:00", "2025-03-10T12:00:00").passed
+
+
+def test_no_seats_left_may_be_said_as_fully_booked_or_sold_out_and_nothing_else_is() -> None:
+    """A full flight's reason, "0 seats", read as a person says it (seen in the travel tasks: "fully booked")."""
+    for text in ("LH421 is fully booked, so I can't add it.", "Sorry, it's sold out.", "The flight is booked up.",
+                 "There are no seats left on it."):
+        assert judge(("0 seats",), text).passed, text
+    assert judge(("0 tickets",), "That match is sold out.").passed
+    # only a count of zero, only of what can sell out, and not beside a count that says otherwise
+    assert not judge(("1 seats",), "LH421 is fully booked.").passed
+    assert not judge(("0 students",), "The class is fully booked.").passed
+    assert not judge(("0 seats",), "It is fully booked: 2 seats left.").passed
+    assert not judge(("0 seats",), "The flight is full of surprises.").passed
