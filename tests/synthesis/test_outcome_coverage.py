@@ -15,11 +15,10 @@ from synthesis.toolgraph import ToolGraph
 
 DOMAINS = [d for d in available_domains() if data_available(d) and get_spec(d).intents]
 # refusals the seeded data offers but no goal can teach yet: the reason shows only in the refusing tool's error (no
-# read tool lists another team's sessions at a venue, or a coupon's state), or is a count the agent would have to make. A ratchet: a new
+# read tool lists another team's sessions at a venue), or is a count the agent would have to make. A ratchet: a new
 # dead refusal fails the test below, and one that comes alive must leave this list.
 KNOWN_DEAD_REFUSALS = {
     ("sport", "book_training", "venue_busy"),
-    ("ecommerce", "use_a_coupon", "expired"), ("ecommerce", "use_a_coupon", "below_minimum"),
     ("restaurant", "redeem_points", "not_enough"), ("weather", "follow_hazard", "limit"),
 }
 
