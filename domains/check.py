@@ -61,7 +61,7 @@ DANGLING = re.compile(r"\b(as well)\b(?! as)|\b(either)\b(?!.*\bor\b)", re.IGNOR
 # value is stored, so "main stand" would open a sentence in lower case; a name ("{other_name}, my mother, ...") or
 # an id keeps its own case, and "Dr. {doctor_name}" ends no sentence
 SENTENCE_SLOT = re.compile(r"(?<!\bDr)[.?!]\s+\{([A-Za-z_]\w*)\}")
-CASED_SLOT = re.compile(r"(name|_id|performer)$")
+CASED_SLOT = re.compile(r"(name|_id)$")
 
 
 def slot_values(spec: DomainSpec) -> dict[str, set[str]]:

@@ -168,6 +168,10 @@ _SYMBOL_BEFORE = re.compile(r"(€|£|\$|\beur|\bgbp|\busd)\s*(-|−)?\s*$")
 _CURRENCY_AFTER = re.compile(r"^\s*(eur|euros?|gbp|pounds?(?: sterling)?|usd|us dollars|dollars?|cents?)\b")
 _ENDS_IN_NUMBER = re.compile(r"\d\s*$")
 _ZERO_AMOUNT = re.compile(r"\b(nothing|no charge|free of charge|free|no fee|not charged|no cost)\b")
+# what has no seat, ticket or room left is "fully booked" / "sold out"; said of a count of 0 of these only, so a
+# squad that "is full" tells no seat count
+CAPACITY_NOUNS = frozenset({"seat", "ticket", "room", "place", "table"})
+_FULL_UP = re.compile(r"\b(fully booked|booked up|sold out)\b")
 _MONTH = (r"(" + "|".join(MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\b\.?")
 _WEEKDAY = (r"(?:(" + "|".join(WEEKDAYS) + r"|mon|tues|tue|wed|thurs|thur|thu|fri|sat|sun)\b\.?,?\s+"
             r"(?:the\s+)?)?")
@@ -443,12 +447,6 @@ def find(value: Value, message: Message) -> Found:
         return Found(((0, 0),), ())
     at = find_word(_words(message.raw), needle, decimal_guard=True)
     return Found(((at, at + len(needle)),) if at >= 0 else (), ())
-
-
-# what has no seat, ticket or room left is "fully booked" / "sold out"; said of a count of 0 of these only, so a
-# squad that "is full" tells no seat count
-CAPACITY_NOUNS = frozenset({"seat", "ticket", "room", "place", "table"})
-_FULL_UP = re.compile(r"\b(fully booked|booked up|sold out)\b")
 
 
 def _leading_unit(after: str, units: dict[str, Any]) -> str | None:
