@@ -29,6 +29,10 @@ FIRST = ("Ada Alan Amara Anna Arjun Ben Bianca Carlos Chen Chloe Dana David Dieg
          "Hana Hugo Ines Ivan Jade Jonas Julia Kai Karim Laila Leo Lucia Maya Mateo Mei Nadia Noah Olga Omar "
          "Paula Priya Quinn Rafael Rosa Sami Sara Tariq Tess Uma Victor Wen Yara Yusuf Zoe Liam Nora Theo Iris "
          "Pablo Lena Marco Sofia Aiden Freya").split()
+# the first names above that are women's names, so that a row can say a person's gender from their name (a girls'
+# team holds girls); every other name in FIRST is a man's
+FEMALE_FIRST = frozenset(("Ada Amara Anna Bianca Chloe Dana Elena Fatima Grace Hana Ines Jade Julia Laila Lucia Maya Mei "
+                          "Nadia Olga Paula Priya Quinn Rosa Sara Tess Uma Wen Yara Zoe Nora Iris Lena Sofia Freya").split())
 LAST = ("Smith Garcia Chen Novak Okafor Rossi Silva Kim Nguyen Patel Müller Dubois Jensen Kowalski Tanaka Haddad "
         "Costa Ivanova Brown Moreau Larsen Schmidt Santos Ali Cohen Fischer Lopez Murphy Sato Yilmaz Weber Rahman "
         "Bauer Ortiz Berg Hughes Petrov Mendes Quinn Abara Lindqvist Park Russo Varga Walsh Zhou Evans Keller "
@@ -100,6 +104,13 @@ def _weekday(value: str) -> int:
     return date.fromisoformat(value[:10]).weekday()
 
 
+def gender_of(first_name: str) -> str:
+    """'female' or 'male' for a first name of FIRST (a name outside it is refused, not guessed)."""
+    if first_name not in FIRST:
+        raise ValueError(f"gender_of: {first_name!r} is not one of the seeding first names")
+    return "female" if first_name in FEMALE_FIRST else "male"
+
+
 def email_from(full_name: str, number: int) -> str:
     """An e-mail address that matches its owner's name: 'Ana Müller', 7 -> 'ana.muller7@example.com'."""
     local = ".".join(full_name.lower().split()).replace("ü", "u").replace("ö", "o").replace("é", "e")
@@ -112,7 +123,7 @@ _SAFE_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, a
                ast.In, ast.NotIn, ast.Tuple, ast.List)
 FORMULA_FUNCS = {"round", "min", "max", "abs", "int", "float", "str", "lower", "upper", "date_add",
                  "datetime_add", "date_of", "randint", "uniform", "choice", "email_from", "geography",
-                 "great_circle_km", "phone_for", "iban_for", "weekday"}
+                 "great_circle_km", "phone_for", "iban_for", "weekday", "gender_of"}
 
 
 def _parse_formula(expr: str) -> ast.Expression:
@@ -167,7 +178,7 @@ class Formula:
         env: dict[str, Any] = {"now": now,
             "round": round, "min": min, "max": max, "abs": abs, "int": int, "float": float, "str": str,
             "lower": str.lower, "upper": str.upper, "date_add": _date_add, "datetime_add": _datetime_add,
-            "date_of": _date_of, "weekday": _weekday, "email_from": email_from, "randint": rng.randint,
+            "date_of": _date_of, "weekday": _weekday, "email_from": email_from, "gender_of": gender_of, "randint": rng.randint,
             "choice": lambda *xs: rng.choice(xs), "uniform": lambda a, b: round(rng.uniform(a, b), 2),
             "_mul": _bounded_mul, "geography": geography.field_of, "great_circle_km": geography.great_circle_km,
             "phone_for": lambda key: geography.phone_for(key, rng), "iban_for": lambda key: geography.iban_for(key, rng),

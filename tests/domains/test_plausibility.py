@@ -14,7 +14,7 @@ from domains.ddl import schema_statements
 from domains.engine import DomainEngine
 from domains.invariants import repair_invariants, violations
 from domains.registry import get_engine
-from domains.seeding import CITIES, seed_tables
+from domains.seeding import CITIES, gender_of, seed_tables
 from domains.spec import DomainSpec, SpecError, parse_spec
 
 # (domain, invariant, query giving the key of the row to break, statement breaking it with :key bound)
@@ -122,6 +122,10 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
      "SELECT p.player_id FROM players p JOIN teams t USING (team_id) JOIN members m USING (member_id) WHERE "
      "p.status != 'released' AND t.age_limit IS NULL AND t.min_age IS NULL AND m.date_of_birth > '1995-01-01' LIMIT 1",
      "UPDATE players SET team_id = (SELECT team_id FROM teams WHERE min_age IS NOT NULL LIMIT 1) WHERE player_id = :key"),
+    ("sport", "player_of_the_team_gender",
+     "SELECT p.player_id FROM players p JOIN teams t USING (team_id) JOIN members m USING (member_id) WHERE "
+     "p.status != 'released' AND t.gender = 'male' AND m.date_of_birth < '2000-01-01' LIMIT 1",
+     "UPDATE members SET gender = 'female' WHERE member_id = (SELECT member_id FROM players WHERE player_id = :key)"),
     ("travel", "weekend_trip_is_short", "SELECT trip_id FROM hotel_reservations WHERE nights > 3 LIMIT 1",
      "UPDATE trips SET title = 'Weekend getaway' WHERE trip_id = :key"),
     ("travel", "city_break_is_short", "SELECT trip_id FROM hotel_reservations WHERE nights > 4 AND status != 'cancelled' LIMIT 1",
@@ -216,6 +220,29 @@ def test_a_trip_that_flies_stays_where_it_lands_from_the_day_it_lands(seed: int)
             "JOIN flights f ON f.flight_id = b.flight_id WHERE h.reservation_id = ? AND f.destination = ?",
             (reservation, city))}
         assert landings and check_in == min(landings), (reservation, city, check_in, landings)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_a_womens_or_girls_team_fields_women_and_girls_where_the_club_has_a_side_for_them(seed: int) -> None:
+    """Before teams had a gender, seed 0 put men in the Girls Under-16s and the Women's teams. A member's gender
+    follows their first name; only where the club fields no side of their gender for their age (seed 2: women
+    aged 18-34 at a club whose one open-age side is the Men's First Team) does the age rule alone place them."""
+    conn = get_engine("sport", seed).fresh().conn
+    rows = conn.execute(
+        "SELECT p.player_id, t.gender, m.gender, m.first_name, m.date_of_birth FROM players p "
+        "JOIN teams t USING (team_id) JOIN members m USING (member_id) WHERE p.status != 'released'").fetchall()
+    assert {g for _, _, g, _, _ in rows} == {"female", "male"}
+    assert all(g == gender_of(name) for _, _, g, name, _ in rows)
+    wrong = [r for r in rows if r[1] is not None and r[1] != r[2]]
+    for player, _, gender, _, born in wrong:  # each is a member no team of their gender takes at their age
+        fits = conn.execute(
+            "SELECT COUNT(*) FROM teams z WHERE (z.gender IS NULL OR z.gender = ?) AND ((z.age_limit IS NOT NULL "
+            "AND ? > date('2025-10-04', '-' || z.age_limit || ' years')) OR (z.age_limit IS NULL AND (z.min_age IS NULL "
+            "OR ? <= date('2025-10-04', '-' || z.min_age || ' years'))))", (gender, born, born)).fetchone()[0]
+        assert fits == 0, player
+    if seed in (0, 1):
+        assert wrong == []
+        assert any(t == "female" for _, t, _, _, _ in rows) and any(t == "male" for _, t, _, _, _ in rows)
 
 
 def test_weather_regions_and_ecommerce_addresses_read_as_real_places() -> None:
