@@ -126,6 +126,9 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
      "SELECT p.player_id FROM players p JOIN teams t USING (team_id) JOIN members m USING (member_id) WHERE "
      "p.status != 'released' AND t.gender = 'male' AND m.date_of_birth < '2000-01-01' LIMIT 1",
      "UPDATE members SET gender = 'female' WHERE member_id = (SELECT member_id FROM players WHERE player_id = :key)"),
+    ("sport", "squad_player_membership_not_expired",
+     "SELECT p.member_id FROM players p WHERE p.status = 'active' ORDER BY p.player_id LIMIT 1",
+     "UPDATE members SET membership_expires = '2025-06-30', membership_status = 'lapsed' WHERE member_id = :key"),
     ("travel", "weekend_trip_is_short", "SELECT trip_id FROM hotel_reservations WHERE nights > 3 LIMIT 1",
      "UPDATE trips SET title = 'Weekend getaway' WHERE trip_id = :key"),
     ("travel", "city_break_is_short", "SELECT trip_id FROM hotel_reservations WHERE nights > 4 AND status != 'cancelled' LIMIT 1",
