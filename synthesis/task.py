@@ -233,13 +233,14 @@ def style_for(rng: random.Random) -> int:
 
 # at most one word each, so the opening three words still vary with the request itself; "{part}" is the part of
 # the day by the domain's clock (a night clock gets the plain greeting after "|"). Many people open with the request
-# itself: the blanks keep each greeting under 3% of a domain's requests (issue 39 measured "Greetings." at 7.3%)
+# itself: the blanks keep each greeting under 3% of a domain's requests (issue 39 measured "Greetings." at 7.3%).
+# One person writes to one assistant, so no greeting speaks to a group ("Hi all,", "Hey folks,").
 _GREETINGS = ("Hi.", "Hello,", "{Part}.|Hello.", "Hey,", "Hiya,", "Good {part}.|Hi there.", "Hello there,",
               "Hello!", "Hi!", "Hey!", "Greetings.", "Right,", "So,", "Okay,", "Hi,", "Hello there.", "Hey there,",
-              "Hi again,", "Hello again.", "Good day.", "Hi there,", "Okay then,", "Alright,", "Hi folks,",
+              "Hi again,", "Hello again.", "Good day.", "Hi there,", "Okay then,", "Alright,", "Hi assistant,",
               "Hi team,", "Hello team,", "Hi support,", "Hello support,", "Dear support team,", "Good to reach you.",
-              "Hi all,", "Hello all,", "Hiya.", "Heya,", "Hey again,", "Hi there!", "Hello there!", "Hallo,",
-              "Hey folks,", "Dear team,", "Dear customer service,", "Good day, team.", "Dear support,",
+              "Howdy,", "Dear assistant,", "Hiya.", "Heya,", "Hey again,", "Hi there!", "Hello there!", "Hallo,",
+              "Heya!", "Dear team,", "Dear customer service,", "Good day, team.", "Dear support,",
               "Hello to you.")
 OPENINGS = _GREETINGS + ("",) * 60  # each greeting in about 1 request of 100
 JOINERS = ("Also, ", "One more thing: ", "Oh, and ", "Separately, ", "While I have you, ", "And ",
@@ -343,8 +344,8 @@ CASUAL = frozenset({"Hey,", "Hiya,", "Hey!", "Hi!", "Hi there.", "Right,", "So,"
                     "Bit of a favour to ask.", "Got a minute?", "Me again.", "Need a hand with something.",
                     "Something needs sorting out.", "Just a small thing.", "Cheers.", "Ta.", "Fingers crossed.",
                     "That's the big one.", "No rush on that one.", "Hey there,", "Hi again,", "Alright,",
-                    "Hi folks,", "Okay then,", "Hiya.", "Heya,", "Hey again,", "Hi there!", "Hallo,",
-                    "Hey folks,", "Hi all,", "Good to reach you.", "Thanks!", "Thanks, bye.", "Cheers, thanks.",
+                    "Okay then,", "Hiya.", "Heya,", "Hey again,", "Hi there!", "Hallo,",
+                    "Heya!", "Howdy,", "Good to reach you.", "Thanks!", "Thanks, bye.", "Cheers, thanks.",
                     "Thanks ever so much.", "Thanks a bunch.", "Cheers for that.", "Thanks, you're a star.",
                     "Thanks heaps.", "Have a good one.", "Cheers, that's all.", "Quick favour.", "Speak soon.",
                     "It's been bugging me.", "That's the urgent bit.", "Hi there,", "Thanks a million.",

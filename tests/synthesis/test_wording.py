@@ -61,6 +61,17 @@ def test_a_night_clock_or_no_clock_gives_no_time_of_day_greeting() -> None:
     assert not greeting_contradicts("Hello, cancel it.", "2025-03-10T08:00:00")
 
 
+def test_no_opening_speaks_to_a_group_of_people() -> None:
+    """One person writes to one assistant: "Hi all," or "Hey folks," reads as a message to a room (issue 39)."""
+    goal = _goal("could you refund booking TK00012?", ("TK00012",))
+    texts = [_task(goal, style=s).reason_for_call() for s in range(len(OPENINGS) * 2)]
+    group = re.compile(r"^(hi|hello|hey|morning|evening|afternoon)( there)? (all|folks|everyone|guys|people)\b",
+                       re.IGNORECASE)
+    assert not [t for t in texts if group.match(t)]
+    assert not [o for o in OPENINGS if group.match(o)]
+    assert sum(bool(o) for o in OPENINGS) >= 40  # the greetings are still many
+
+
 def test_a_formal_speaker_never_says_a_casual_word_and_others_still_do() -> None:
     """The request's register follows the persona's manner: "formal; writes complete sentences" gets no "Hiya," or
     "Ta.", at any style, clock or number of goals."""
