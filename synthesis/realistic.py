@@ -287,7 +287,8 @@ class Realism:
         if not outcome.calls and not outcome.say and len(intent.outcomes) == 1:
             notes += ("forbidden=role",)  # nothing to do and nothing to say: a request the role may not make
         return Request("intent", clause, tuple(calls), tuple(say), known, entities=tuple(sorted(written, key=repr)),
-                       notes=notes, says=spelled_out(clause, shown), setup=setup, asserts=asserts)
+                       notes=notes, says=spelled_out(clause, shown), setup=setup, asserts=asserts,
+                       decided_on=(intent.name, tuple(sorted(row.items()))))
 
     def _identified(self, db: Database, role_name: str, person: dict[str, Any]) -> Any:
         """What identifying the user returns now (their record, for a role identified by a details look-up)."""

@@ -11,6 +11,7 @@ published tasks meet the outcome targets (docs/verification.md, "Balanced outcom
 from __future__ import annotations
 
 import random
+import re
 import weakref
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -314,6 +315,65 @@ def _forbidden(realism: Realism, db: Database, person: dict[str, Any], role: str
     return None
 
 
+def _ran(graph: ToolGraph, task: Task, requests: list[Request]) -> Database | None:
+    """A fresh database where ``task``'s setup and then ``requests``' gold calls ran, in that order (None if one
+    fails)."""
+    db = graph.engine.fresh()
+    for c in (*task.setup_calls, *(c for r in requests for c in r.calls)):
+        if not db.call(c.name, c.arguments, c.side).ok:
+            db.close()
+            return None
+    return db
+
+
+_SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _used_columns(intent: Intent, outcome_name: str) -> frozenset[str]:
+    """The candidate columns a goal of ``intent`` with that outcome reads off its row: those its words, its calls
+    and its answer name (another outcome's answer, a count told only at a limit, is not this goal's)."""
+    texts = [*intent.phrasings, *intent.knows, *intent.for_someone_else]
+    calls = list(intent.find)
+    outcome = intent.outcome(outcome_name)
+    if outcome is not None:
+        texts += outcome.say
+        calls += outcome.calls
+    texts += [str(v) for call in calls for v in call.arguments.values()]
+    return frozenset(m for t in texts for m in _SLOT.findall(t))
+
+
+def _decided_alike(realism: Realism, db: Database | None, person: dict[str, Any], request: Request) -> bool:
+    """Whether ``request``'s intent would decide its row the same way on ``db``: a candidate row for ``person`` that
+    agrees with it on every column the intent names (and every key column) has the same outcome."""
+    if db is None or request.decided_on is None:
+        return db is not None
+    try:
+        name, row = request.decided_on
+        intent = next(i for i in realism.spec.intents if i.name == name)
+        wanted = dict(row)
+        used = _used_columns(intent, str(wanted.get("outcome")))
+        same = [c for c in wanted if c in used or c in realism.spec.primary_keys or c == "outcome"]
+        return any(all(r.get(c) == wanted[c] for c in same) for r in realism.candidates(db, intent, person))
+    finally:
+        db.close()
+
+
+def order_free(graph: ToolGraph, realism: Realism, parent: Task, person: dict[str, Any], goal: Request) -> bool:
+    """Whether ``goal`` and ``parent``'s goals keep their outcomes whichever is done first. A person who asks for two
+    things rarely means an order, so a careful agent may do them either way round; where the order changes an
+    outcome (a subscription asked for at the plan's limit, then another given up) the task has two right answers
+    and its gold only one. Checked both ways: ``goal`` decided alike before the parent's goals ran, and each parent
+    goal decided alike with ``goal`` done just before it."""
+    before = [r for r in parent.requests if r.decided_on is None]  # identification: what every goal runs after
+    if not _decided_alike(realism, _ran(graph, parent, before), person, goal):
+        return False
+    for i, request in enumerate(parent.requests):
+        if request.decided_on is not None and not _decided_alike(
+                realism, _ran(graph, parent, [*parent.requests[:i], goal]), person, request):
+            return False
+    return True
+
+
 def _person(realism: Realism, task: Task) -> tuple[str, dict[str, Any]] | None:
     assert task.persona is not None and task.user is not None
     role = task.persona.role
@@ -377,11 +437,18 @@ def add_goal(graph: ToolGraph, parent: Task, rng: random.Random, kinds: list[str
                 picked = rng.choice(outcomes)
                 row = rng.choice([r for r in rows if str(r.get("outcome")) == picked])
                 goal = realism.intent_request(db, intent, person, row, rng, seen, earlier)
-                if goal is not None:
+                if goal is not None and order_free(graph, realism, parent, person, goal):
                     return _child(parent, [*parent.requests, goal], "add_goal", rng)
+                if goal is not None:  # its calls ran on db: start again from the parent's end
+                    db.close()
+                    seen, earlier = set(), []
+                    db = _replayed(graph, parent, seen, earlier)
+                    if db is None:
+                        return None
         return None
     finally:
-        db.close()
+        if db is not None:
+            db.close()
 
 
 def add_forbidden(graph: ToolGraph, parent: Task, rng: random.Random) -> Task | None:

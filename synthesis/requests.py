@@ -33,6 +33,9 @@ class Request:
     # assertions its final state must pass (the phone has service again); the task runs them as tau2 does
     setup: tuple[ToolCall, ...] = ()
     asserts: tuple[dict[str, Any], ...] = ()
+    # a goal's intent and the candidate row its outcome was decided on, as (column, value) pairs: synthesis checks
+    # with them that two goals of one task do not change each other's outcome; never stored
+    decided_on: tuple[str, tuple[tuple[str, Any], ...]] | None = field(default=None, compare=False)
 
 
 def show(value: Any) -> str:

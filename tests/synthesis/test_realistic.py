@@ -16,7 +16,8 @@ from domains.engine import ToolCall
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec, spec_path
 from synthesis.generate import ShardConfig, generate_shard
 from synthesis.realism_audit import aggregate, identify_tools, staff_only_tools
-from synthesis.realistic_tasks import add_goal, base_candidate
+from synthesis.realistic_tasks import add_goal, base_candidate, order_free, realism_for
+from synthesis.task import Task
 from synthesis.toolgraph import ToolGraph
 from verifiers.types import Trajectory, VerifiableTask
 from verifiers.verify import verify
@@ -161,6 +162,46 @@ def test_a_second_goal_never_undoes_what_the_task_created() -> None:
         later = child.requests[-1]
         assert not created & {v for c in later.calls for v in c.arguments.values()}
     assert grown >= 20
+
+
+def _two_goals(first: tuple[str, str], second: tuple[str, str],
+               who: Any) -> tuple[ToolGraph, Any, Task, Any, dict[str, Any]] | None:
+    """A weather subscriber (the first ``who`` accepts) asking for two goals, (intent, outcome) each: the parent task
+    with the first, and the second goal decided on the parent's end state."""
+    graph = ToolGraph(get_engine("weather"))
+    realism, rng = realism_for(graph), random.Random(0)
+    intents = {i.name: i for i in realism.spec.intents}
+    for person in realism.people("customer"):
+        if not who(person):
+            continue
+        with graph.engine.fresh() as db:
+            ident = realism.identification("customer", person, rng)
+            assert ident is not None and all(db.call(c.name, c.arguments).ok for c in ident.calls)
+            rows = [r for r in realism.candidates(db, intents[first[0]], person) if r["outcome"] == first[1]]
+            goal_a = rows and realism.intent_request(db, intents[first[0]], person, rows[0], rng)
+            if not goal_a:
+                continue
+            parent = Task("weather", 0, [ident, goal_a], 0)
+            rows = [r for r in realism.candidates(db, intents[second[0]], person) if r["outcome"] == second[1]]
+            goal_b = rows and realism.intent_request(db, intents[second[0]], person, rows[0], rng)
+            if goal_b:
+                return graph, realism, parent, goal_b, person
+    return None
+
+
+def test_two_goals_whose_order_changes_an_outcome_are_not_composed() -> None:
+    """A free-plan subscriber at the plan's limit asks for one more alert, then gives another up: done the other way
+    round the alert is allowed, so the task would have two right answers (issue 39, read aloud from a default run).
+    The same two goals from a subscriber the limit does not bind are composed."""
+    at_limit = _two_goals(("follow_hazard", "limit"), ("stop_following", "stop"), lambda p: p["plan"] == "free")
+    assert at_limit is not None
+    graph, realism, parent, goal, person = at_limit
+    assert "outcome=limit" in parent.requests[1].notes
+    assert not order_free(graph, realism, parent, person, goal)
+    unbound = _two_goals(("follow_hazard", "subscribe"), ("stop_following", "stop"), lambda p: p["plan"] != "free")
+    assert unbound is not None
+    graph, realism, parent, goal, person = unbound
+    assert order_free(graph, realism, parent, person, goal)
 
 
 def test_unconverted_domains_keep_the_old_sampler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
