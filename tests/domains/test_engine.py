@@ -7,7 +7,7 @@ import pytest
 from domains.engine import DomainEngine
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 
-WEATHER_SEED0 = "2f839c70fe8155ad786927ec632f43535e83a078785cc4e5d95dba05bc52bb7f"
+WEATHER_SEED0 = "804526b8779413a977150a8f61266d2de24d8eb8a7cdd0a92349aa6572d796b7"
 
 
 def test_same_seed_same_fingerprint_for_every_domain() -> None:

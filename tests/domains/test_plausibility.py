@@ -201,6 +201,72 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
      "UPDATE restaurants SET phone = '+1-415-555-0100' WHERE restaurant_id = :key"),
     ("entertainment", "venue_phone_fits_city", "SELECT 'VN001'",
      "UPDATE venues SET box_office_phone = '+1-555-0100' WHERE venue_id = :key"),
+    # issue 39, the fourth reading: finance, railway, medicine, weather, education, entertainment, restaurant
+    ("finance", "loan_balance_follows_term",
+     "SELECT loan_id FROM loans WHERE status = 'active' ORDER BY loan_id LIMIT 1",
+     "UPDATE loans SET start_date = date('2025-09-15', '-' || (term_months - 3) || ' months'), "
+     "outstanding_balance = principal WHERE loan_id = :key"),
+    ("finance", "card_payment_from_an_account_with_a_card", "SELECT 'TX999999'",
+     "INSERT INTO transactions (txn_id, account_id, txn_type, amount, counterparty, posted_at, status) "
+     "SELECT :key, a.account_id, 'card_payment', 25.0, 'Lidl', '2025-09-01T10:00:00', 'posted' FROM accounts a "
+     "WHERE a.account_id NOT IN (SELECT account_id FROM cards) ORDER BY a.account_id LIMIT 1"),
+    ("railway", "route_on_one_landmass", "SELECT 'RT001'",
+     "UPDATE routes SET origin_station_id = (SELECT station_id FROM stations WHERE name IN ('Leeds', "
+     "'Edinburgh Waverley', 'Manchester Piccadilly', 'London St Pancras') ORDER BY station_id LIMIT 1), "
+     "destination_station_id = (SELECT station_id FROM stations WHERE name IN ('Utrecht Centraal', 'Cologne Hbf', "
+     "'Munich Hbf', 'Milan Centrale') ORDER BY station_id LIMIT 1) WHERE route_id = :key"),
+    ("railway", "ticket_on_a_cancelled_service_not_used",
+     "SELECT ticket_id FROM tickets WHERE status = 'used' ORDER BY ticket_id LIMIT 1",
+     "UPDATE services SET status = 'cancelled', delay_minutes = 0 "
+     "WHERE service_id = (SELECT service_id FROM tickets WHERE ticket_id = :key)"),
+    ("medicine", "prescriber_saw_the_patient",
+     "SELECT prescription_id FROM prescriptions ORDER BY prescription_id LIMIT 1",
+     "UPDATE prescriptions SET doctor_id = (SELECT d.doctor_id FROM doctors d WHERE NOT EXISTS (SELECT 1 "
+     "FROM appointments a WHERE a.doctor_id = d.doctor_id AND a.patient_id = prescriptions.patient_id) "
+     "ORDER BY d.doctor_id LIMIT 1) WHERE prescription_id = :key"),
+    # the tightened age rule: a paediatric class at an adult strength (amoxicillin 500 mg, ibuprofen 600 mg)
+    # for a child under 6, which the under-12 class rule alone lets through
+    ("medicine", "prescription_fits_age", "SELECT 'RX9998'",
+     "INSERT INTO prescriptions (prescription_id, patient_id, doctor_id, drug_id, quantity, issued_on, expires_on, "
+     "status, fills_remaining) VALUES (:key, (SELECT patient_id FROM patients ORDER BY date_of_birth DESC LIMIT 1), "
+     "'DR0001', (SELECT drug_id FROM drugs WHERE drug_class IN ('penicillin', 'cephalosporin', 'macrolide', 'nsaid') "
+     "AND name NOT LIKE '% 250 mg' AND name != 'Ibuprofen 200 mg' ORDER BY drug_id LIMIT 1), "
+     "20, '2025-03-01', '2025-08-28', 'active', 1)"),
+    ("weather", "station_in_maintenance_has_open_ticket",
+     "SELECT station_id FROM stations WHERE status = 'maintenance' ORDER BY station_id LIMIT 1",
+     "UPDATE maintenance_tickets SET status = 'closed' WHERE station_id = :key"),
+    # the tightened ticket rule: an open ticket's station is in maintenance, not back in service
+    ("weather", "one_open_ticket_per_station",
+     "SELECT ticket_id FROM maintenance_tickets WHERE status = 'open' ORDER BY ticket_id LIMIT 1",
+     "UPDATE stations SET status = 'active' "
+     "WHERE station_id = (SELECT station_id FROM maintenance_tickets WHERE ticket_id = :key)"),
+    ("education", "graduate_studied_long_enough",
+     "SELECT student_id FROM students WHERE status = 'graduated' ORDER BY student_id LIMIT 1",
+     "UPDATE students SET admitted_on = '2024-08-20' WHERE student_id = :key"),
+    ("education", "instructor_within_max_sections", "SELECT MAX(section_id) FROM sections WHERE term_id = 'TM03'",
+     "UPDATE sections SET instructor_id = (SELECT instructor_id FROM sections WHERE section_id = :key) "
+     "WHERE term_id = 'TM03'"),
+    ("education", "payment_after_admission", "SELECT 'PY00001'",
+     "UPDATE payments SET paid_at = (SELECT date(s.admitted_on, '-1 day') || 'T09:00:00' FROM students s "
+     "WHERE s.student_id = payments.student_id) WHERE payment_id = :key"),
+    ("education", "prerequisite_below_in_its_department", "SELECT 'PQ001'",
+     "UPDATE prerequisites SET required_course_id = (SELECT r.course_id FROM courses r JOIN courses c "
+     "ON c.course_id = prerequisites.course_id WHERE r.department != c.department ORDER BY r.course_id LIMIT 1) "
+     "WHERE prerequisite_id = :key"),
+    ("entertainment", "performer_fits_the_event",
+     "SELECT event_id FROM events WHERE category = 'comedy' ORDER BY event_id LIMIT 1",
+     "UPDATE events SET performer = 'Orchestra Aurora' WHERE event_id = :key"),
+    ("entertainment", "event_price_fits_its_kind_and_venue",
+     "SELECT event_id FROM events WHERE category = 'comedy' ORDER BY event_id LIMIT 1",
+     "UPDATE events SET base_price = 150.0 WHERE event_id = :key"),
+    ("entertainment", "ticket_bought_after_joining", "SELECT ticket_id FROM tickets ORDER BY ticket_id LIMIT 1",
+     "UPDATE users SET joined_on = '2025-06-08' WHERE user_id = (SELECT user_id FROM tickets WHERE ticket_id = :key)"),
+    ("restaurant", "visit_points_earned_on_a_paid_bill",
+     "SELECT txn_id FROM loyalty_transactions WHERE reason = 'visit' ORDER BY txn_id LIMIT 1",
+     "UPDATE loyalty_transactions SET points = points + 1000 WHERE txn_id = :key"),
+    ("restaurant", "drink_priced_as_its_kind",
+     "SELECT item_id FROM menu_items WHERE category = 'drink' ORDER BY item_id LIMIT 1",
+     "UPDATE menu_items SET price = 40.0 WHERE item_id = :key"),
 ]
 
 
