@@ -1,6 +1,7 @@
 """Where an evaluation prompt's tokens go: per domain and user role, the system prompt the gold-blind evaluation
 shows (policy + the role's whole catalog as JSON, with prices), split into policy and tools, beside what the tools
-would take written one line each (``name(arg: type, opt?: a|b): description [price]``, a format no stage uses yet).
+would take written one line each (``environment.tool_format: lines``: ``name(arg: type, opt?: a|b): description
+[price]``).
 
 Why it matters (issue 40): SmolLM2-135M reads its user's request only after this prompt, and every CPU learning run
 so far that listed the whole catalog scored 0; a shorter catalog is the cheapest lever left on a 2-core machine.
@@ -12,26 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from domains.registry import DOMAIN_NAMES, get_engine, get_spec
 from train.environment.env import listed_prices, system_prompt
 from train.environment.tools.base import ToolCatalog
 from train.environment.tools.domain import domain_tools
 from train.models.model import load_tokenizer, smollm2_folder
-
-
-def one_line(schema: dict[str, Any], price: dict[str, Any]) -> str:
-    """A tool as one line: its name, its arguments (``?`` when optional, an enum's values joined by ``|``), its
-    description, then its price as the JSON shows it."""
-    params = schema.get("parameters") or {}
-    required = set(params.get("required") or ())
-    args = []
-    for name, prop in (params.get("properties") or {}).items():
-        kind = "|".join(map(str, prop["enum"])) if "enum" in prop else str(prop.get("type", "any"))
-        args.append(f"{name}{'' if name in required else '?'}: {kind}")
-    shown = ", ".join(f"{k} {v}" for k, v in price.items())
-    return f"- {schema['name']}({', '.join(args)}): {schema['description']} [{shown}]"
 
 
 def main() -> None:
@@ -56,11 +43,11 @@ def main() -> None:
                 catalog = ToolCatalog(domain_tools(db, allowed))
                 prices = listed_prices(catalog)
                 prompt = system_prompt(spec.policy, catalog, prices)
+                short_prompt = system_prompt(spec.policy, catalog, prices, tool_format="lines")
             shown = json.dumps([{**s, **prices[s["name"]]} for s in catalog.schemas()], ensure_ascii=False)
             assert shown in prompt, "the prompt's tool list is not the priced JSON this bench rebuilds"
-            lines = "\n".join(one_line(s, prices[s["name"]]) for s in catalog.schemas())
-            whole, policy, tools = count(prompt), count(spec.policy), count(shown)
-            short = count(prompt.replace(shown, lines))
+            lines = short_prompt.split("# Tools\n", 1)[1].split("\n\n", 1)[0]
+            whole, policy, tools, short = count(prompt), count(spec.policy), count(shown), count(short_prompt)
             print(f"{domain:<14}{(role.name if role else '-'):<10}{len(catalog.names):>6}{whole:>8}{policy:>8}"
                   f"{tools:>11}{count(lines):>10}{short:>18}")
 

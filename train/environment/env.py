@@ -2,7 +2,8 @@
 one published task, scored by the project's verifier.
 
 Protocol (docs/environment.md): the system prompt holds the domain policy and the instance's tools as one JSON list
-(name, description, parameters; optionally each tool's price and latency) and optionally the user's preference
+(name, description, parameters; optionally each tool's price and latency; or the same one line a tool, with
+``tool_format="lines"``) and optionally the user's preference
 instruction. Each agent turn is either ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, which the
 environment executes through the ToolCatalog and answers with a ``<tool_response>`` observation, or a plain message
 to the user, whom the simulator answers. Unusable output is a counted format error answered with an error
@@ -41,6 +42,9 @@ from verifiers.verify import verify
 ENDINGS = ("user_stop", "turn_limit", "token_limit", "time_limit", "policy_error", "user_error")
 MIN_CODE_RUN_S = 0.5  # less time than this left in the episode: the code interpreter is not started
 CATALOGS = ("role", "gold")
+# how the system prompt writes the tools: "json", the list of schemas (every protocol and export reads it); "lines",
+# one line a tool (about half the tokens: bench/prompt_tokens.py), for small models on a CPU
+TOOL_FORMATS = ("json", "lines")
 
 
 def approx_tokens(text: str) -> int:
@@ -69,10 +73,13 @@ class EnvConfig:
     # evaluation: "role" offers the whole catalog of the task's user role, blind to the gold; "gold" only the tools
     # the gold calls (the old hint, measured beside the real score, never as it)
     catalog: str = "role"
+    tool_format: str = "json"  # TOOL_FORMATS: how the prompt writes the tools (training and evaluation alike)
 
     def __post_init__(self) -> None:
         if self.catalog not in CATALOGS:
             raise ValueError(f"catalog must be one of {', '.join(CATALOGS)}, got {self.catalog!r}")
+        if self.tool_format not in TOOL_FORMATS:
+            raise ValueError(f"tool_format must be one of {', '.join(TOOL_FORMATS)}, got {self.tool_format!r}")
         if self.mode == "eval" and self.max_tools is not None:
             raise ValueError(f"evaluation offers the role's whole catalog: a cap on tools (max_tools={self.max_tools}) "
                              "could only be met by choosing with the gold; cap training prompts only (data.max_tools)")
@@ -144,15 +151,30 @@ def role_tools(task: TrainingTask) -> tuple[str, ...] | None:
     return tuple(n for n in role.may_call if n in agent)
 
 
+def tool_line(entry: dict[str, Any]) -> str:
+    """One tool as one line of the prompt: ``- name(arg: type, opt?: a|b): description [price ...]``, an optional
+    argument marked ``?``, an enum by its values; the keys beside name, description and parameters (the price and
+    latency ``listed_prices`` adds) close the line as they are."""
+    params = entry.get("parameters") or {}
+    required = set(params.get("required") or ())
+    args = []
+    for name, prop in (params.get("properties") or {}).items():
+        kind = "|".join(map(str, prop["enum"])) if "enum" in prop else str(prop.get("type", "any"))
+        args.append(f"{name}{'' if name in required else '?'}: {kind}")
+    extra = ", ".join(f"{k} {v}" for k, v in entry.items() if k not in ("name", "description", "parameters"))
+    return f"- {entry['name']}({', '.join(args)}): {entry.get('description', '')}" + (f" [{extra}]" if extra else "")
+
+
 def system_prompt(policy: str, catalog: ToolCatalog, prices: dict[str, dict[str, Any]] | None = None,
-                  preference_instruction: str | None = None) -> str:
+                  preference_instruction: str | None = None, tool_format: str = "json") -> str:
     entries = []
     for schema in catalog.schemas():
         if prices is not None and schema["name"] in prices:
             schema = {**schema, **prices[schema["name"]]}
         entries.append(schema)
-    parts = ["You are a customer-service agent. Follow this policy.", f"# Policy\n{policy}",
-             f"# Tools\n{json.dumps(entries, ensure_ascii=False)}"]
+    tools = (json.dumps(entries, ensure_ascii=False) if tool_format == "json"
+             else "\n".join(tool_line(e) for e in entries))
+    parts = ["You are a customer-service agent. Follow this policy.", f"# Policy\n{policy}", f"# Tools\n{tools}"]
     if preference_instruction:
         parts.append(f"# The user's preference\n{preference_instruction}")
     parts.append("To call tools, write one or more <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call> "
@@ -233,7 +255,8 @@ class Environment:
         catalog = ToolCatalog(t for t in pool if t.name in draw.tool_names or not isinstance(t, DomainTool))
         prices = listed_prices(catalog, task) if self.config.show_prices else None
         preference = task.preference_instruction or self.config.preference_instruction
-        return EpisodeInstance(catalog, draw, system_prompt(spec.policy, catalog, prices, preference))
+        return EpisodeInstance(catalog, draw, system_prompt(spec.policy, catalog, prices, preference,
+                                                            self.config.tool_format))
 
     def start(self, task: TrainingTask, user: UserSimulator) -> Session:
         """A session on a fresh copy of the task's database; the caller plays it and then calls ``close``."""

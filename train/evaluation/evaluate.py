@@ -63,6 +63,7 @@ class EvalConfig:
     catalog: str = "role"  # role: the user role's whole catalog, gold-blind; gold: only the gold's tools (a hint)
     local_search: bool = False  # offered with the domain's tools when the profile enables it
     code_interpreter: bool = False
+    tool_format: str = "json"  # json | lines: how the prompt writes the tools (a profile's environment.tool_format)
     preference_instruction: str | None = None  # the user's preference in words, in every task's prompt
     timeout_s: float = 120.0
     out_dir: str = "work/eval"
@@ -87,7 +88,8 @@ class EvalConfig:
         and in the spec's order (no random subset, no cap: nothing is chosen by the gold)."""
         return EnvConfig(max_turns=self.max_turns, mode="eval", run_seed=self.seed, subset_tools=False,
                          max_tools=self.max_tools, catalog=self.catalog, local_search=self.local_search,
-                         code_interpreter=self.code_interpreter, preference_instruction=self.preference_instruction)
+                         code_interpreter=self.code_interpreter, preference_instruction=self.preference_instruction,
+                         tool_format=self.tool_format)
 
     def catalog_label(self) -> str:
         extras = [n for n, on in (("search", self.local_search), ("code", self.code_interpreter),

@@ -75,6 +75,7 @@ class EnvironmentSection:
     experts: list[str] = field(default_factory=list)  # registry endpoints offered as expert-1..n, when defined
     subset_tools: bool = True  # a random subset of the non-gold domain tools per instance
     show_prices: bool = True
+    tool_format: str = "json"  # json | lines: how every prompt, training and evaluation, writes the tools
     user_workers: int = 8  # llm user replies fetched side by side per turn
     cache_dir: str | None = None  # LLM client cache for the user and the experts
 
@@ -366,6 +367,8 @@ def _validate(p: Profile, path: Path) -> None:
     need(p.environment.user != "llm" or bool(p.environment.user_endpoint),
          "environment.user llm needs environment.user_endpoint (a registry endpoint name)")
     need(p.environment.user_workers >= 1, "environment.user_workers must be >= 1")
+    need(p.environment.tool_format in ("json", "lines"),
+         f"environment.tool_format must be json or lines, got {p.environment.tool_format!r}")
     problem = _ranges(p) or _cache_problem(p.environment.cache_dir)
     need(problem is None, problem or "")
     for i, stage in enumerate(p.stages or []):

@@ -85,7 +85,8 @@ def build_world(profile: Profile, tokenizer: Any, pricing_seed: int = 0,
                        max_tokens=profile.data.max_prompt_tokens + profile.episode.max_completion_tokens,
                        mode="train", run_seed=profile.data.seed, subset_tools=section.subset_tools,
                        max_tools=profile.data.max_tools, local_search=section.local_search,
-                       code_interpreter=section.code_interpreter, show_prices=section.show_prices)
+                       code_interpreter=section.code_interpreter, show_prices=section.show_prices,
+                       tool_format=section.tool_format)
     env = Environment(config, synthetic_schedules(pricing_seed), experts,
                       lambda text: len(tokenizer.encode(text, add_special_tokens=False)))
     for note in notes:

@@ -374,7 +374,7 @@ def stage_eval_config(p: Profile, warehouse: str, snapshot_id: str, model: str, 
                       limit=p.evaluate.max_tasks, seed=p.data.seed, pricing_seed=pricing_seed,
                       max_turns=p.episode.max_turns, agent_max_tokens=p.episode.max_turn_tokens,
                       local_search=p.environment.local_search, code_interpreter=p.environment.code_interpreter,
-                      out_dir=str(folder / "eval"), bf16=p.model.sample_bf16)
+                      tool_format=p.environment.tool_format, out_dir=str(folder / "eval"), bf16=p.model.sample_bf16)
 
 
 def _eval_steps(stage_id: str, evaluations: list[Evaluation]) -> list[dict[str, Any]]:

@@ -5,7 +5,9 @@ the spec's order, whatever the gold calls; a cap on tools at evaluation is refus
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -22,9 +24,12 @@ SCHEDULES = synthetic_schedules(0)
 
 
 def offered(env: Environment, task: TrainingTask) -> list[str]:
-    """The tool names the task's system prompt lists, in order."""
+    """The tool names the task's system prompt lists, in order (a JSON list, or one ``- name(...)`` line each)."""
     prompt = env.opening_messages(task)[0]["content"]
-    return [t["name"] for t in json.loads(prompt.split("# Tools\n", 1)[1].split("\n\n", 1)[0])]
+    tools = prompt.split("# Tools\n", 1)[1].split("\n\n", 1)[0]
+    if env.config.tool_format == "lines":
+        return re.findall(r"^- ([A-Za-z0-9_-]+)\(", tools, re.MULTILINE)
+    return [t["name"] for t in json.loads(tools)]
 
 
 def other_golds(task: TrainingTask, tasks: list[TrainingTask]) -> list[tuple[ToolCall, ...]]:
@@ -33,8 +38,9 @@ def other_golds(task: TrainingTask, tasks: list[TrainingTask]) -> list[tuple[Too
     return [(), every] + [t.gold_calls for t in tasks if t.domain == task.domain and t.task_id != task.task_id]
 
 
-def test_no_evaluation_prompt_depends_on_the_gold(snapshot_warehouse: str) -> None:
-    cfg = EvalConfig(warehouse=snapshot_warehouse, model="any", seed=3)
+@pytest.mark.parametrize("tool_format", ["json", "lines"])
+def test_no_evaluation_prompt_depends_on_the_gold(snapshot_warehouse: str, tool_format: str) -> None:
+    cfg = EvalConfig(warehouse=snapshot_warehouse, model="any", seed=3, tool_format=tool_format)
     tasks = evaluation_set(cfg).tasks
     env = Environment(cfg.env_config(), SCHEDULES)
     assert tasks and env.config.mode == "eval"
@@ -91,3 +97,29 @@ def test_the_gold_tools_hint_is_labelled_and_offers_only_the_gold(snapshot_wareh
     names = offered(Environment(cfg.env_config(), SCHEDULES), task)
     gold = {c.name for c in task.gold_calls if c.side == "agent"}
     assert names == [t.name for t in get_spec(task.domain).side_tools("agent") if t.name in gold]
+
+
+def test_tools_written_one_line_each_keep_every_argument_and_price_in_half_the_text(snapshot_warehouse: str) -> None:
+    """``environment.tool_format: lines`` (bench/prompt_tokens.py: about half the tokens of the JSON list): each tool
+    on its own line with its arguments (optional ones marked ``?``, an enum by its values) and its listed price;
+    the profile carries it to training and to every evaluation, and an unknown format is refused."""
+    cfg = EvalConfig(warehouse=snapshot_warehouse, model="any", tool_format="lines")
+    task = evaluation_set(cfg).tasks[0]
+    as_json = Environment(replace(cfg, tool_format="json").env_config(), SCHEDULES).opening_messages(task)[0]
+    as_lines = Environment(cfg.env_config(), SCHEDULES).opening_messages(task)[0]
+    entries = json.loads(as_json["content"].split("# Tools\n", 1)[1].split("\n\n", 1)[0])
+    lines = as_lines["content"].split("# Tools\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(lines) == len(entries) and len(as_lines["content"]) < 0.75 * len(as_json["content"])
+    for entry, line in zip(entries, lines):
+        assert line.startswith(f"- {entry['name']}(") and entry["description"] in line
+        params = entry["parameters"]
+        for arg, prop in params.get("properties", {}).items():
+            optional = "" if arg in params.get("required", []) else "?"
+            kind = "|".join(map(str, prop["enum"])) if "enum" in prop else prop["type"]
+            assert f"{arg}{optional}: {kind}" in line, (arg, line)
+        assert f"usd_per_call {entry['usd_per_call']}" in line
+    profile = replace(load_profile("cpu-learn"), environment=replace(load_profile("cpu-learn").environment,
+                                                                     tool_format="lines"))
+    assert stage_eval_config(profile, "w.duckdb", "ts-x", "m", Path("f"), 0).env_config().tool_format == "lines"
+    with pytest.raises(ValueError, match="tool_format must be one of json, lines"):
+        EnvConfig(tool_format="yaml")

@@ -46,6 +46,7 @@ def test_launch_files_are_consistent_with_the_profile() -> None:
     (lambda d: d["grpo"].update(task_pool="rft_solved"), "task_pool rft_solved draws on the rft stage"),
     (lambda d: d.update(rft={"max_tasks": 0}), "rft.max_tasks: 0 is out of range"),
     (lambda d: d.update(rft={"learning_rate": 0.0}), "rft.learning_rate: 0.0 is out of range"),
+    (lambda d: d["environment"].update(tool_format="yaml"), "environment.tool_format must be json or lines"),
 ])
 def test_bad_profiles_fail_with_a_clear_line(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
     data = yaml.safe_load((PROFILES_DIR / "h100.yaml").read_text())
