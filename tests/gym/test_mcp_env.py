@@ -91,9 +91,10 @@ SPEC = get_spec("weather")
 WRITES = {t.name for t in SPEC.side_tools("agent") if t.kind == "write"}
 # a key -> the read tool that takes that key alone (get_subscriber for subscriber_id, ...)
 READS = {t.parameters["required"][0]: t.name
-         for t in sorted(SPEC.side_tools("agent"), key=lambda t: t.name.startswith("get_"))
+         for t in sorted(SPEC.side_tools("agent"),
+                         key=lambda t: t.entity == SPEC.primary_keys.get(t.parameters.get("required", [""])[0]))
          if t.kind == "read" and len(t.parameters.get("required", [])) == 1
-         and t.parameters["required"][0] in SPEC.primary_keys}  # a get_<row> tool wins: it returns the row itself
+         and t.parameters["required"][0] in SPEC.primary_keys}  # the key's own table's tool wins: it returns the row
 
 
 def test_two_sessions_do_not_see_each_others_writes(served: dict[str, Any]) -> None:
