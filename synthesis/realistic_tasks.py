@@ -179,15 +179,15 @@ def _role_forbidden(realism: Realism, role: str = "customer") -> list[Intent]:
 
 
 def _replayed(graph: ToolGraph, task: Task, seen: set[tuple[str, Any]] | None = None,
-              outputs: list[Any] | None = None) -> Database | None:
-    """A database where the task's gold has run; ``seen`` collects the rows its calls read, ``outputs`` what
-    they returned."""
+              outputs: list[Any] | None = None, requests: list[Request] | None = None) -> Database | None:
+    """A database where the task's gold (or only ``requests``' calls, in that order) has run after its setup;
+    ``seen`` collects the rows its calls read, ``outputs`` what they returned. None if a call fails."""
     db = graph.engine.fresh()
     for c in task.setup_calls:  # a dual-control task's start (its phone broken), as the verifier replays it
         if not db.call(c.name, c.arguments, c.side).ok:
             db.close()
             return None
-    for c in task.gold_calls:
+    for c in (task.gold_calls if requests is None else tuple(c for r in requests for c in r.calls)):
         got = db.call(c.name, c.arguments, c.side)
         if not got.ok:
             db.close()
@@ -315,17 +315,6 @@ def _forbidden(realism: Realism, db: Database, person: dict[str, Any], role: str
     return None
 
 
-def _ran(graph: ToolGraph, task: Task, requests: list[Request]) -> Database | None:
-    """A fresh database where ``task``'s setup and then ``requests``' gold calls ran, in that order (None if one
-    fails)."""
-    db = graph.engine.fresh()
-    for c in (*task.setup_calls, *(c for r in requests for c in r.calls)):
-        if not db.call(c.name, c.arguments, c.side).ok:
-            db.close()
-            return None
-    return db
-
-
 _SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -344,10 +333,14 @@ def _used_columns(intent: Intent, outcome_name: str) -> frozenset[str]:
 
 def _decided_alike(realism: Realism, db: Database | None, person: dict[str, Any], request: Request) -> bool:
     """Whether ``request``'s intent would decide its row the same way on ``db``: a candidate row for ``person`` that
-    agrees with it on every column the intent names (and every key column) has the same outcome."""
-    if db is None or request.decided_on is None:
-        return db is not None
+    agrees with it on every column the intent names (and every key column) has the same outcome. ``db`` is closed
+    here; None (the calls before it failed) is not alike, and a request no intent decided is alike wherever it
+    runs."""
+    if db is None:
+        return False
     try:
+        if request.decided_on is None:
+            return True
         name, row = request.decided_on
         intent = next(i for i in realism.spec.intents if i.name == name)
         wanted = dict(row)
@@ -365,11 +358,11 @@ def order_free(graph: ToolGraph, realism: Realism, parent: Task, person: dict[st
     and its gold only one. Checked both ways: ``goal`` decided alike before the parent's goals ran, and each parent
     goal decided alike with ``goal`` done just before it."""
     before = [r for r in parent.requests if r.decided_on is None]  # identification: what every goal runs after
-    if not _decided_alike(realism, _ran(graph, parent, before), person, goal):
+    if not _decided_alike(realism, _replayed(graph, parent, requests=before), person, goal):
         return False
     for i, request in enumerate(parent.requests):
         if request.decided_on is not None and not _decided_alike(
-                realism, _ran(graph, parent, [*parent.requests[:i], goal]), person, request):
+                realism, _replayed(graph, parent, requests=[*parent.requests[:i], goal]), person, request):
             return False
     return True
 
