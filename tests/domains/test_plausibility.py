@@ -267,6 +267,9 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
     ("restaurant", "drink_priced_as_its_kind",
      "SELECT item_id FROM menu_items WHERE category = 'drink' ORDER BY item_id LIMIT 1",
      "UPDATE menu_items SET price = 40.0 WHERE item_id = :key"),
+    ("restaurant", "completed_reservation_has_its_bill",
+     "SELECT reservation_id FROM reservations WHERE status = 'completed' ORDER BY reservation_id LIMIT 1",
+     "UPDATE orders SET service_date = date(service_date, '-1 day') WHERE reservation_id = :key"),
 ]
 
 
