@@ -597,3 +597,28 @@ def test_a_place_recipe_refuses_plus_on_a_text_field() -> None:
         {"name": "town", "type": "text", "seed": {"kind": "place", "field": "country", "of": "city", "plus": [0, 5]}})
     with pytest.raises(SpecError, match="seed.plus: adds to a number"):
         parse_spec(raw, label="shop.yaml")
+
+
+def test_a_student_record_reports_the_stored_credits_and_a_grade_moves_them() -> None:
+    """get_student once summed only the few enrolments held here, so a fourth-year student read as 2 credits;
+    it now reports the transcript's total, which a passing grade raises and an amendment to F lowers."""
+    engine = get_engine("education")
+    with engine.fresh() as db:
+        total = db.query("SELECT SUM(credits_earned) FROM students WHERE year_level >= 3")[0][0]
+        shown = sum(db.call("get_student", {"student_id": sid}).output["credits_earned"]
+                    for (sid,) in db.query("SELECT student_id FROM students WHERE year_level >= 3"))
+        assert shown == total
+        enrolment, student, credits = db.query(
+            "SELECT e.enrolment_id, e.student_id, c.credits FROM enrolments e JOIN sections x ON x.section_id = "
+            "e.section_id JOIN courses c ON c.course_id = x.course_id JOIN terms t ON t.term_id = e.term_id "
+            "WHERE e.status = 'enrolled' AND t.end_date < date(:now) ORDER BY e.enrolment_id LIMIT 1",
+            {"now": engine.spec.now})[0]
+
+        def earned() -> int:
+            return db.call("get_student", {"student_id": student}).output["credits_earned"]
+
+        before = earned()
+        assert db.call("record_grade", {"enrolment_id": enrolment, "grade": "B+"}).ok
+        assert earned() == before + credits
+        assert db.call("amend_grade", {"enrolment_id": enrolment, "grade": "F"}).ok
+        assert earned() == before
