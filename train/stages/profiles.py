@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -32,18 +34,36 @@ class ModelSection:
     dtype: str = "float32"  # float32 | bfloat16: the weights' type
     use_cpu: bool = False
     # "bf16": fp32 weights, matrix products in bfloat16 (autocast) for training and sampling alike; on a CPU with
-    # AMX (Sapphire Rapids and later) about 2x faster per SFT step and 2.7x per prefill than fp32. "no": as dtype.
+    # AMX (Sapphire Rapids and later) about 2x faster per SFT step and 2.7x per prefill than fp32. A CPU without
+    # bf16 arithmetic (AMX or AVX512-BF16) runs fp32 instead: there autocast emulates bf16, and a matrix product
+    # took 37x as long as in fp32 (AVX2 EPYC, 7 December 2026). "no": as dtype.
     mixed_precision: str = "no"
 
     @property
     def bf16(self) -> bool:
-        """Whether the trainers run bf16 autocast: bfloat16 weights on GPUs, or ``mixed_precision: bf16``."""
-        return (self.dtype == "bfloat16" and not self.use_cpu) or self.mixed_precision == "bf16"
+        """Whether the trainers run bf16 autocast: bfloat16 weights on GPUs, or ``mixed_precision: bf16`` (on a
+        CPU, only one with bf16 arithmetic)."""
+        return (self.dtype == "bfloat16" and not self.use_cpu) or (
+            self.mixed_precision == "bf16" and (not self.use_cpu or cpu_computes_bf16()))
 
     @property
     def sample_bf16(self) -> bool:
-        """Whether sampling on CPU runs under bf16 autocast (fp32 weights, ``mixed_precision: bf16``)."""
-        return self.use_cpu and self.mixed_precision == "bf16"
+        """Whether sampling on CPU runs under bf16 autocast (fp32 weights, ``mixed_precision: bf16``, a CPU with
+        bf16 arithmetic)."""
+        return self.use_cpu and self.mixed_precision == "bf16" and cpu_computes_bf16()
+
+
+@functools.cache
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU does bf16 arithmetic (AMX tiles or AVX512-BF16); says once on stderr when it does not, since
+    a profile's ``mixed_precision: bf16`` then runs in fp32."""
+    import torch
+
+    native = bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
+    if not native:
+        print("model.mixed_precision bf16: this CPU has neither AMX nor AVX512-BF16, so training and sampling run "
+              "in fp32 (autocast would emulate bf16, far slower)", file=sys.stderr)
+    return native
 
 
 @dataclass(frozen=True)

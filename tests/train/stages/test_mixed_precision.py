@@ -1,6 +1,7 @@
 """CPU mixed precision (``model.mixed_precision: bf16``): fp32 weights, bf16 matrix products in training and sampling.
 
-On a CPU with AMX (the project's machines) an SFT step of SmolLM2 on 2k tokens takes about half the fp32 time and a
+On a CPU with AMX (the project's machines until 7 December 2026; an AVX2 EPYC since, where a bf16 profile runs fp32)
+an SFT step of SmolLM2 on 2k tokens takes about half the fp32 time and a
 prefill about a third (measured in docs/training.md); these tests check what a user relies on: the profile field is
 validated, the trainer runs under autocast and still saves fp32 weights, and sampling runs its products in bf16."""
 
@@ -16,6 +17,7 @@ import yaml
 
 from train.models.checkpoint_policy import CheckpointPolicy
 from train.models.model import HFGenerator
+from train.stages import profiles
 from train.stages.profiles import PROFILES_DIR, ProfileError, load_profile
 from train.stages.sft import Demonstration, fine_tune
 
@@ -29,7 +31,9 @@ def _bf16_products(model: Any) -> list[torch.dtype]:
     return seen
 
 
-def test_the_cpu_learn_profile_trains_in_bf16_and_the_field_is_checked(tmp_path: Path) -> None:
+def test_the_cpu_learn_profile_trains_in_bf16_and_the_field_is_checked(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda: True)
     profile = load_profile("cpu-learn")
     assert profile.model.mixed_precision == "bf16" and profile.model.bf16 and profile.model.sample_bf16
     smoke = load_profile("cpu-smoke")
@@ -43,7 +47,24 @@ def test_the_cpu_learn_profile_trains_in_bf16_and_the_field_is_checked(tmp_path:
             load_profile(str(path))
 
 
-def test_sft_under_bf16_autocast_keeps_fp32_weights(tiny_model_path: str, tokenizer: Any, tmp_path: Path) -> None:
+def test_a_cpu_without_bf16_arithmetic_runs_a_bf16_profile_in_fp32(monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """On an AVX2-only CPU bf16 autocast is emulated: a matrix product took 37x the fp32 time, so an SFT step of
+    cpu-learn went from seconds to minutes. There the profile runs fp32; a GPU profile is not affected."""
+    monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda: False)
+    model = load_profile("cpu-learn").model
+    assert model.mixed_precision == "bf16" and not model.bf16 and not model.sample_bf16
+    assert load_profile("h100").model.bf16
+    native = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
+    monkeypatch.undo()
+    profiles.cpu_computes_bf16.cache_clear()
+    assert profiles.cpu_computes_bf16() == native
+    assert ("neither AMX nor AVX512-BF16" in capsys.readouterr().err) == (not native)
+
+
+def test_sft_under_bf16_autocast_keeps_fp32_weights(tiny_model_path: str, tokenizer: Any, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda: True)  # the autocast path, whatever this CPU does
     profile = load_profile("cpu-learn")
     profile = replace(profile, sft=replace(profile.sft, max_steps=1, save_steps=1))
     ids = tokenizer.encode("<|im_start|>assistant\nthe weather is fine<|im_end|>")
