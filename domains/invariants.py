@@ -11,7 +11,7 @@ import random
 import sqlite3
 from typing import Any
 
-from domains.seeding import CONTEXT_KINDS, Formula, SeedContext, draw
+from domains.seeding import CONTEXT_KINDS, FILTERS, Formula, SeedContext, draw
 from domains.geography import install_geography_function
 from domains.spec import DomainSpec, SpecError, Table
 
@@ -75,7 +75,7 @@ def _redraw(conn: sqlite3.Connection, spec: DomainSpec, table: Table, key: Any, 
         if kind == "sequence" or (kind == "reference" and (col.name not in resample or col.seed.get("unique"))):
             continue
         context = SeedContext(conn, spec, table, [row])
-        if kind == "reference" and ("where" in col.seed or "at_most" in col.seed):
+        if kind == "reference" and FILTERS & col.seed.keys():
             # a filtered foreign key is redrawn among the parents its recipe admits, counting the other rows' uses
             used = dict(conn.execute(f"SELECT {col.name}, COUNT(*) FROM {table.name} WHERE {table.primary_key} != ? "
                                      f"GROUP BY {col.name}", (key,)).fetchall())

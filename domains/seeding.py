@@ -11,6 +11,7 @@ import math
 import random
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -373,7 +374,7 @@ def _seed_column(table: Table, col: Column, rows: list[dict[str, Any]], done: di
     rng = random.Random(f"{seed}:{table.name}:{col.name}")
     recipe = col.seed
     kind = recipe["kind"]
-    if kind == "reference" and ("where" in recipe or "at_most" in recipe):
+    if kind == "reference" and FILTERS & recipe.keys():
         picks = context.filtered_references(col, rows, rng)
         for r, v in zip(rows, picks):
             r[col.name] = v
@@ -449,6 +450,7 @@ CONTEXT_KINDS = {"after", "before", "place", "query", "distance"}
 UNIT_MINUTES = {"minutes": 1, "hours": 60, "days": 1440}
 DATE_LITERAL = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}:\d{2})?$")  # a bound may be a fixed date
 PATH_STEP = re.compile(r"^([a-z][a-z0-9_]*)(?:\(([a-z][a-z0-9_]*)\))?$")
+FILTERS = {"where", "at_most", "spread"}  # the keys that make a reference a filtered one
 QUERY_BUDGET_STEPS = 10_000_000  # SQLite steps one seed query may take (as for tool statements)
 
 
@@ -646,26 +648,47 @@ class SeedContext:
         found = self._bounded(sql, row)
         return found[0][0] if found else None
 
-    def reference_options(self, col: Column, row: dict[str, Any], used: dict[Any, int]) -> list[Any]:
+    def reference_options(self, col: Column, row: dict[str, Any], used: dict[Any, int],
+                          where: str | None = None) -> list[Any]:
         """The parent keys a filtered reference may take for ``row``: those ``where`` admits (bound to the
-        row's earlier columns and :now), less the parents already used ``at_most`` times."""
+        row's earlier columns and :now), less the parents already used ``at_most`` times; where none is left,
+        those ``fallback`` admits. With ``spread``, the admitted parents used fewer times than their spread
+        column, or every admitted parent where all are."""
         assert col.references is not None
-        recipe = col.seed
+        recipe = col.seed if where is None else {"where": where, **({"at_most": col.seed["at_most"]}
+                                                                     if "at_most" in col.seed else {})}
         parent = self.spec.table(col.references[0])
         where = recipe.get("where") or "1"
         options = [r[0] for r in self._bounded(
             f"SELECT {parent.primary_key} FROM {parent.name} WHERE ({where}) ORDER BY {parent.primary_key}", row)]
         if "at_most" in recipe:
             options = [k for k in options if used.get(k, 0) < recipe["at_most"]]
+        if not options and "fallback" in recipe:  # none the where admits is left: those the fallback admits
+            options = self.reference_options(col, row, used, recipe["fallback"])
+        if "spread" in recipe:
+            room = self.capacities(col)
+            options = [k for k in options if used.get(k, 0) < room.get(k, 0)] or options
         return options
 
+    def capacities(self, col: Column) -> dict[Any, int]:
+        """Each parent's value of the column a ``spread`` reference names (how many rows it takes)."""
+        assert col.references is not None
+        parent = self.spec.table(col.references[0])
+        return {k: int(v or 0) for k, v in self.conn.execute(
+            f"SELECT {parent.primary_key}, {col.seed['spread']} FROM {parent.name}")}
+
     def filtered_references(self, col: Column, rows: list[dict[str, Any]], rng: random.Random) -> list[Any]:
-        """A filtered reference for every row (``where``, ``at_most``); None where no parent fits. Each row
-        draws as an unfiltered reference does and draws again among the admitted parents only when its first
-        pick is not admitted, so adding a filter changes only the rows that broke it."""
+        """A filtered reference for every row (``where``, ``at_most``, ``spread``); None where no parent fits.
+        Each row draws as an unfiltered reference does and draws again among the admitted parents only when its
+        first pick is not admitted, so adding a filter changes only the rows that broke it. A ``spread``
+        reference instead draws among the admitted parents with room left against its spread column, weighted by
+        that room (``counts_if``: only rows where that formula holds take room), so the rows fill the parents in
+        proportion to it: players over teams by squad size."""
         assert col.references is not None
         parent = self.spec.table(col.references[0])
         every = [r[0] for r in self.conn.execute(f"SELECT {parent.primary_key} FROM {parent.name} ORDER BY rowid")]
+        room = self.capacities(col) if "spread" in col.seed else {}
+        counts = Formula(col.seed["counts_if"]) if "counts_if" in col.seed else None
         used: dict[Any, int] = {}
         picks: list[Any] = []
         for row in rows:
@@ -673,13 +696,56 @@ class SeedContext:
                 picks.append(None)
                 continue
             pick = rng.choice(every)
-            options = self.reference_options(col, row, used)
-            if pick not in options:
+            counted = counts is None or bool(counts(row, rng, self.spec.now))
+            if room and not counted:  # a row that takes no room falls anywhere, in proportion to the column
+                options = self.reference_options(col, row, {})
+                pick = rng.choices(options, weights=[room.get(k, 0) for k in options])[0] if options else None
+                picks.append(pick)
+                continue
+            options = self.reference_options(col, row, used) or self._regroup(col, row, rows, used, rng)
+            if room and options:
+                pick = _spread_pick(options, room, used, rng)
+            elif pick not in options:
                 pick = rng.choice(options) if options else None
             if pick is not None:
                 used[pick] = used.get(pick, 0) + 1
             picks.append(pick)
         return picks
+
+
+    def _regroup(self, col: Column, row: dict[str, Any], rows: list[dict[str, Any]], used: dict[Any, int],
+                 rng: random.Random) -> list[Any]:
+        """Where no parent is left for ``row`` in the group an earlier ``spread`` reference chose (no member left
+        whom the chosen team fits), move the row to the next group it finds a parent in, least full first; the
+        options found, or none where no group has one."""
+        index = self.table.columns.index(col)
+        groups = [c for c in self.table.columns[:index] if c.seed["kind"] == "reference" and "spread" in c.seed]
+        if not groups:
+            return []
+        group = groups[-1]
+        room = self.capacities(group)
+        counts = Formula(group.seed["counts_if"]) if "counts_if" in group.seed else None
+        tried = {row[group.name]}
+        while True:
+            taken = Counter(r.get(group.name) for r in rows if counts is None or counts(r, rng, self.spec.now))
+            candidates = [k for k in self.reference_options(group, row, {}) if k not in tried]  # full ones too
+            if not candidates:
+                return []
+            row[group.name] = _spread_pick(candidates, room, taken, rng)
+            tried.add(row[group.name])
+            options = self.reference_options(col, row, used)
+            if options:
+                return options
+
+
+def _spread_pick(options: list[Any], room: dict[Any, int], used: dict[Any, int], rng: random.Random) -> Any:
+    """A ``spread`` reference's parent: one with room left, drawn by how much (so the rows fill the parents in
+    proportion to their column, and by chance some fill up), or the least full where every one is full."""
+    free = [max(room.get(k, 0) - used.get(k, 0), 0) for k in options]
+    if any(free):
+        return rng.choices(options, weights=free)[0]
+    fill = {k: used.get(k, 0) / max(room.get(k, 0), 1) for k in options}
+    return rng.choice([k for k in options if fill[k] == min(fill.values())])
 
 
 def _seed_late_columns(conn: sqlite3.Connection, spec: DomainSpec, table: Table, rows: list[dict[str, Any]],

@@ -451,6 +451,12 @@ def _column_problems(spec: DomainSpec, t: Table, c: Column, tables: dict[str, Ta
     kind = c.seed["kind"]
     if kind == "reference" and not c.references:
         out.append("seed: a reference recipe needs the column to declare references")
+    if kind == "reference" and "spread" in c.seed and c.references and c.references[0] in tables:
+        spread = tables[c.references[0]].column(c.seed["spread"])
+        if spread is None or spread.type != "integer":
+            out.append(f"seed.spread: {c.seed['spread']!r} is not an integer column of {c.references[0]}")
+    if kind == "reference" and "counts_if" in c.seed:
+        out += _counts_if_problems(t, c)
     if kind == "sequence" and c.name != t.primary_key:
         out.append("seed: a sequence recipe is only for the primary key")
     if kind == "lookup":
@@ -557,6 +563,36 @@ def _late(spec: DomainSpec, t: Table, name: str) -> bool:
         return False  # a bad path, reported where it is written
 
 
+def _counts_if_problems(t: Table, c: Column) -> list[str]:
+    """A spread reference's ``counts_if``: a formula over the columns before it."""
+    from domains.seeding import formula_names
+
+    if "spread" not in c.seed:
+        return ["seed.counts_if: only a spread reference counts its rows"]
+    try:
+        unknown = formula_names(c.seed["counts_if"]) - {x.name for x in t.columns[: t.columns.index(c)]}
+    except ValueError as exc:
+        return [f"seed.counts_if: {exc}"]
+    return [f"seed.counts_if: unknown column {', '.join(sorted(unknown))} (it may use columns defined before "
+            f"this one)"] if unknown else []
+
+
+def _seed_sql_problem(where: str, sql: str, known: set[str], kind: str, guard: StatementGuard) -> list[str]:
+    """What is wrong with one seed recipe's SQL: a parameter that is no column of the row, or a read that does
+    not compile."""
+    used = set(SQL_PARAM.findall(sql))
+    if used - known - RESERVED_PARAMS:
+        return [f"{where}: parameter {', '.join(':' + u for u in sorted(used - known - RESERVED_PARAMS))} "
+                f"is not a column of this row{' defined before it' if kind == 'reference' else ''}"]
+    try:
+        guard.prepare(READ, sql, {u: None for u in used})
+    except StatementRefused as exc:
+        return [f"{where}: {exc}"]
+    except sqlite3.Error as exc:
+        return [f"{where}: {_sql_message(str(exc))}"]
+    return []
+
+
 def _seed_sql_problems(spec: DomainSpec, guard: StatementGuard) -> list[str]:
     """The SQL inside seed recipes (reference where, query) compiles as a read with known parameters."""
     out: list[str] = []
@@ -564,26 +600,16 @@ def _seed_sql_problems(spec: DomainSpec, guard: StatementGuard) -> list[str]:
         for ci, c in enumerate(t.columns):
             where = f"tables[{ti}].columns[{ci}].seed"
             kind = c.seed["kind"]
-            if kind == "reference" and "where" in c.seed and c.references:
-                sql, known = f"SELECT 1 FROM {c.references[0]} WHERE ({c.seed['where']})", \
-                    {x.name for x in t.columns[: t.columns.index(c)]}
-                where += ".where"
+            if kind == "reference" and c.references:
+                checks = [(f"{where}.{key}", f"SELECT 1 FROM {c.references[0]} WHERE ({c.seed[key]})",
+                           {x.name for x in t.columns[: t.columns.index(c)]}) for key in ("where", "fallback")
+                          if key in c.seed]
             elif kind == "query":
-                sql, known = c.seed["sql"], {x.name for x in t.columns}
-                where += ".sql"
+                checks = [(f"{where}.sql", c.seed["sql"], {x.name for x in t.columns})]
             else:
                 continue
-            used = set(SQL_PARAM.findall(sql))
-            if used - known - RESERVED_PARAMS:
-                out.append(f"{where}: parameter {', '.join(':' + u for u in sorted(used - known - RESERVED_PARAMS))} "
-                           f"is not a column of this row{' defined before it' if kind == 'reference' else ''}")
-                continue
-            try:
-                guard.prepare(READ, sql, {u: None for u in used})
-            except StatementRefused as exc:
-                out.append(f"{where}: {exc}")
-            except sqlite3.Error as exc:
-                out.append(f"{where}: {_sql_message(str(exc))}")
+            for where, sql, known in checks:
+                out += _seed_sql_problem(where, sql, known, kind, guard)
     for i, tool in enumerate(spec.tools):
         texts = [tool.returns_sql, *tool.effects, *(p.sql for p in tool.preconditions), *tool.candidates]
         if any(re.search(r"\b(geography|great_circle_km)\s*\(", x, re.IGNORECASE) for x in texts):

@@ -7,6 +7,7 @@ import copy
 import sqlite3
 from typing import Any
 
+import pytest
 import yaml
 
 from domains.engine import DomainEngine
@@ -65,6 +66,27 @@ def test_away_fixtures_are_played_at_the_opponents_ground_and_sell_no_tickets_he
     conn.deserialize(engine.image)
     counts = violation_counts(conn, engine.spec)
     assert counts["away_fixture_not_at_home"] == counts["home_fixture_at_a_club_venue"] == 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_every_squad_is_filled_from_members_its_team_fits_and_few_players_are_released(seed: int) -> None:
+    """A club fills its squads by size: no side is left with 4 players while another releases 28 (seed 2 before).
+    A player's age fits their team's band: an age group at most four years under its limit, except where the
+    club's members of that age ran out."""
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(DomainEngine(get_engine("sport").spec, seed).image)
+    squads = conn.execute("SELECT t.name, t.max_squad_size, SUM(p.status != 'released'), SUM(p.status = 'released') "
+                          "FROM teams t JOIN players p USING (team_id) GROUP BY t.team_id").fetchall()
+    assert len(squads) == conn.execute("SELECT COUNT(*) FROM teams").fetchone()[0], "a team without players"
+    for name, size, squad, released in squads:
+        assert size / 2 <= squad <= size, f"seed {seed}: {name} holds {squad} of {size}"
+        assert released <= max(3, squad // 2), f"seed {seed}: {name} released {released} beside a squad of {squad}"
+    in_band = conn.execute(
+        "SELECT AVG(t.age_limit IS NULL OR m.date_of_birth <= date(:now, '-' || (t.age_limit - 4) || ' years')) "
+        "FROM players p JOIN teams t USING (team_id) JOIN members m USING (member_id)",
+        {"now": get_engine("sport").spec.now}).fetchone()[0]
+    assert in_band >= 0.8
+    assert violation_counts(conn, get_engine("sport").spec)["squad_within_limit"] == 0
 
 
 def test_entertainment_policy_only_rules_are_let_through_by_the_tools() -> None:
