@@ -79,7 +79,8 @@ def score(domain: str, task: Task, messages: list[Message]) -> float:
 
 
 def altered_values(value: Any, schema: dict[str, Any]) -> list[Any]:
-    """Other values for one argument, most plausible first: another enum member, the next id, a nudged number."""
+    """Other values for one argument, most plausible first: another enum member, a neighbouring id (up to five
+    away, so that one the tool accepts is found: the next card is seldom the blocked one), a nudged number."""
     if "enum" in schema:
         return [v for v in schema["enum"] if v != value]
     if isinstance(value, bool):
@@ -92,7 +93,8 @@ def altered_values(value: Any, schema: dict[str, Any]) -> list[Any]:
         m = NUMBERED.match(value)
         if m:
             width = len(m.group(2))
-            return [f"{m.group(1)}{int(m.group(2)) + d:0{width}d}" for d in (1, -1, 2) if int(m.group(2)) + d >= 0]
+            return [f"{m.group(1)}{int(m.group(2)) + d:0{width}d}" for d in (1, -1, 2, -2, 3, -3, 4, 5)
+                    if int(m.group(2)) + d >= 0]
         return [value + " (changed)"]
     return []
 

@@ -12,10 +12,12 @@ import pytest
 from domains import geography
 from domains.ddl import schema_statements
 from domains.engine import DomainEngine
-from domains.invariants import repair_invariants, violations
-from domains.registry import get_engine
+from domains.invariants import repair_invariants
+from domains.registry import get_engine, get_spec
 from domains.seeding import CITIES, gender_of, seed_tables
 from domains.spec import DomainSpec, SpecError, parse_spec
+
+from tests.domains.seeded import broken_by_hand, seeded
 
 # (domain, invariant, query giving the key of the row to break, statement breaking it with :key bound)
 BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
@@ -104,6 +106,8 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
      "UPDATE transfers SET reference = 'Rent' WHERE transfer_id = :key"),
     ("finance", "phone_fits_home_branch", "SELECT 'CU0001'",
      "UPDATE customers SET phone = '+1-814-259-7786' WHERE customer_id = :key"),
+    ("restaurant", "dish_priced_as_its_kind", "SELECT item_id FROM menu_items WHERE category = 'starter' ORDER BY price LIMIT 1",
+     "UPDATE menu_items SET price = 30.0 WHERE item_id = :key"),
     ("sport", "away_fixture_not_at_home", "SELECT match_id FROM matches WHERE home_away = 'away' LIMIT 1",
      "UPDATE matches SET venue_id = 'VN001' WHERE match_id = :key"),
     ("sport", "home_fixture_at_a_club_venue", "SELECT match_id FROM matches WHERE home_away = 'home' LIMIT 1",
@@ -274,22 +278,15 @@ BROKEN_BY_HAND: list[tuple[str, str, str, str]] = [
 
 
 def _seeded(domain: str) -> tuple[sqlite3.Connection, DomainSpec]:
-    engine = get_engine(domain)
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.deserialize(engine.image)
-    return conn, engine.spec
+    return seeded(domain)
 
 
 @pytest.mark.parametrize(("domain", "invariant", "key_sql", "breaking"), BROKEN_BY_HAND,
                          ids=[f"{d}-{i}" for d, i, _, _ in BROKEN_BY_HAND])
 def test_invariant_holds_on_seed_0_and_reports_a_row_broken_by_hand(domain: str, invariant: str, key_sql: str,
                                                                     breaking: str) -> None:
-    conn, spec = _seeded(domain)
-    assert violations(conn, spec)[invariant] == []
-    table = next(i.table for i in spec.invariants if i.name == invariant)
-    key = conn.execute(key_sql).fetchone()[0]
-    conn.execute(breaking, {"key": key})
-    found = violations(conn, spec)[invariant]
+    key, found = broken_by_hand(domain, invariant, key_sql, breaking)
+    table = next(i.table for i in get_spec(domain).invariants if i.name == invariant)
     if invariant == "active_trip_cap":  # the fourth active trip of its traveller is the one reported
         assert found == [key]
     elif invariant == "subscription_after_joining":
