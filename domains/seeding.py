@@ -420,8 +420,7 @@ def _seed_column(table: Table, col: Column, rows: list[dict[str, Any]], done: di
                 if not col.unique or v not in seen:
                     break
                 v = draw(recipe, rng) if attempt < 40 else f"{v} {i}"
-        if today is not None and isinstance(v, str) and today.random() < recipe["today_share"]:
-            v = context.spec.now[:10] + v[10:]  # the same time of day, on the clock's day
+        v = _on_today(v, today, recipe, context.spec.now)
         problem = value_problem(col, v)
         if problem:
             return f"row {i}: {problem} (column type {col.type})"
@@ -501,9 +500,9 @@ def recipe_paths(recipe: dict[str, Any]) -> list[str]:
     return [p for p in paths if p != "now" and not DATE_LITERAL.match(p)]
 
 
-def late_columns(spec: DomainSpec, table: Table) -> set[str]:
-    """Columns filled after every table is seeded: queries, paths through a back-reference, and the formulas
-    that read such columns."""
+def late_columns(spec: DomainSpec, table: Table, _seen: frozenset[str] = frozenset()) -> set[str]:
+    """Columns filled after every table is seeded: queries, paths through a back-reference or to a late column
+    of the row a foreign key names (filled first, as parents are), and the formulas that read such columns."""
     late: set[str] = set()
     for col in table.columns:
         kind = col.seed["kind"]
@@ -512,7 +511,9 @@ def late_columns(spec: DomainSpec, table: Table) -> set[str]:
         elif kind in CONTEXT_KINDS:
             for path in recipe_paths(col.seed):
                 hops, last = parse_path(spec, table, path)
-                if any(h.back for h in hops) or (not hops and last in late):
+                if any(h.back for h in hops) or (not hops and last in late) or (
+                        hops and hops[-1].table not in _seen | {table.name}
+                        and last in late_columns(spec, spec.table(hops[-1].table), _seen | {table.name})):
                     late.add(col.name)
         elif kind == "formula" and formula_names(col.seed["expr"]) & late:
             late.add(col.name)
@@ -540,6 +541,7 @@ class SeedContext:
 
     def __init__(self, conn: sqlite3.Connection, spec: DomainSpec, table: Table, rows: list[dict[str, Any]]):
         self.conn, self.spec, self.table, self.rows = conn, spec, table, rows
+        self._capacities: dict[str, dict[Any, int]] = {}  # a spread column's parent sizes, read once per column
 
     def _fetch(self, sql: str, params: tuple[Any, ...]) -> dict[str, Any] | None:
         cur = self.conn.execute(sql, params)
@@ -597,10 +599,14 @@ class SeedContext:
         base = _as_datetime(anchor)
         step = timedelta(minutes=UNIT_MINUTES[recipe.get("unit", "days")])
         sign = 1 if recipe["kind"] == "after" else -1
-        moment = base + sign * rng.randint(recipe.get("min", 0), recipe["max"]) * step
         bound_paths = recipe.get("until" if sign > 0 else "since", [])
         bounds = [self.resolve(p, row) for p in ([bound_paths] if isinstance(bound_paths, str) else bound_paths)]
         limits = [_as_datetime(b) for b in bounds if b is not None]
+        low, high = recipe.get("min", 0), recipe["max"]
+        if limits and recipe.get("evenly"):  # drawn evenly up to the tightest bound: nothing piles up on it
+            room = (min(limits) - base if sign > 0 else base - max(limits)) // step
+            high = max(low, min(high, int(room)))
+        moment = base + sign * rng.randint(low, high) * step
         if limits:  # the tightest bound wins; an anchor already past it is kept (the bound cannot be met)
             moment = max(base, min(moment, *limits)) if sign > 0 else min(base, max(moment, *limits))
         return _formatted(col, moment)
@@ -673,9 +679,11 @@ class SeedContext:
     def capacities(self, col: Column) -> dict[Any, int]:
         """Each parent's value of the column a ``spread`` reference names (how many rows it takes)."""
         assert col.references is not None
-        parent = self.spec.table(col.references[0])
-        return {k: int(v or 0) for k, v in self.conn.execute(
-            f"SELECT {parent.primary_key}, {col.seed['spread']} FROM {parent.name}")}
+        if col.name not in self._capacities:  # the parent table is complete before this one is seeded
+            parent = self.spec.table(col.references[0])
+            self._capacities[col.name] = {k: int(v or 0) for k, v in self.conn.execute(
+                f"SELECT {parent.primary_key}, {col.seed['spread']} FROM {parent.name}")}
+        return self._capacities[col.name]
 
     def filtered_references(self, col: Column, rows: list[dict[str, Any]], rng: random.Random) -> list[Any]:
         """A filtered reference for every row (``where``, ``at_most``, ``spread``); None where no parent fits.
@@ -748,6 +756,13 @@ def _spread_pick(options: list[Any], room: dict[Any, int], used: dict[Any, int],
     return rng.choice([k for k in options if fill[k] == min(fill.values())])
 
 
+def _on_today(value: Any, today: random.Random | None, recipe: dict[str, Any], now: str) -> Any:
+    """The value moved to the clock's day (same time of day) for the recipe's ``today_share`` of rows."""
+    if today is not None and isinstance(value, str) and today.random() < recipe["today_share"]:
+        return now[:10] + value[10:]
+    return value
+
+
 def _seed_late_columns(conn: sqlite3.Connection, spec: DomainSpec, table: Table, rows: list[dict[str, Any]],
                        seed: int) -> None:
     """Fill the late columns of a stored table, in column order, and write them back."""
@@ -762,10 +777,12 @@ def _seed_late_columns(conn: sqlite3.Connection, spec: DomainSpec, table: Table,
         if col.name not in late:
             continue
         rng = random.Random(f"{seed}:{table.name}:{col.name}")
+        today = random.Random(f"{seed}:{table.name}:{col.name}:today") if col.seed.get("today_share") else None
         formula = Formula(col.seed["expr"]) if col.seed["kind"] == "formula" else None
         for i, r in enumerate(rows):
             try:
                 v = formula(r, rng, spec.now) if formula is not None else context.value(col, r, rng)
+                v = _on_today(v, today, col.seed, spec.now)
             except SEED_ERRORS as exc:
                 raise SpecError([f"{spec.path}: tables[{ti}].columns[{ci}] ({col.name}): seeding failed: "
                                  f"{type(exc).__name__}: {_clip(str(exc))}"]) from None

@@ -5,10 +5,12 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from domains.ddl import schema_statements
 from domains.geography import install_geography_function
 from domains.invariants import violations
 from domains.registry import get_engine
-from domains.spec import DomainSpec
+from domains.seeding import seed_tables
+from domains.spec import DomainSpec, parse_spec
 
 
 def seeded(domain: str, seed: int = 0) -> tuple[sqlite3.Connection, DomainSpec]:
@@ -35,3 +37,13 @@ def violated(domain: str, seed: int = 0) -> dict[str, list[Any]]:
     """The invariants the domain's seeded database breaks on ``seed``, with the keys of the rows that break them."""
     conn, spec = seeded(domain, seed)
     return {name: keys for name, keys in violations(conn, spec).items() if keys}
+
+
+def seeded_raw(raw: dict[str, Any], label: str, seed: int = 0) -> tuple[sqlite3.Connection, DomainSpec]:
+    """A small spec given as a dict, parsed and seeded (no invariant repair) into a database of its own."""
+    spec = parse_spec(raw, label=label)
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    for stmt in schema_statements(spec):
+        conn.execute(stmt)
+    seed_tables(conn, spec, seed)
+    return conn, spec

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from domains.ddl import schema_statements
-from domains.seeding import seed_tables
 from domains.spec import SpecError, parse_spec
+
+from tests.domains.seeded import seeded_raw
 
 # Three teams with room for 4, 8 and 12; 60 members: six in their twenties, four in their thirties, the rest 50. A
 # young team takes members under 30 (its band) and, where none is left, anyone under 40 (its fallback); the others
@@ -51,12 +51,7 @@ SIZES = {"TM1": 4, "TM2": 8, "TM3": 12}
 
 
 def _club(raw: dict[str, Any] | None = None, seed: int = 0) -> sqlite3.Connection:
-    spec = parse_spec(copy.deepcopy(raw or CLUB), label="club.yaml")
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    for stmt in schema_statements(spec):
-        conn.execute(stmt)
-    seed_tables(conn, spec, seed)
-    return conn
+    return seeded_raw(copy.deepcopy(raw or CLUB), "club.yaml", seed)[0]
 
 
 def _squads(conn: sqlite3.Connection, status: str = "active") -> dict[str, int]:

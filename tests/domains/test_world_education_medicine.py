@@ -60,7 +60,7 @@ def test_the_full_section_example_stays_full() -> None:
     conn = _seeded("education")
     capacity, enrolled = conn.execute(
         "SELECT s.capacity, (SELECT COUNT(*) FROM enrolments e WHERE e.section_id = s.section_id AND e.status = 'enrolled') "
-        "FROM sections s WHERE s.section_id = 'SC0008'").fetchone()
+        "FROM sections s WHERE s.section_id = 'SC0037'").fetchone()
     assert enrolled >= capacity
 
 

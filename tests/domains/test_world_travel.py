@@ -105,7 +105,9 @@ def test_flights_leave_in_the_daytime_and_land_after_their_block_time(seed: int)
 
 def test_the_pay_trip_examples_still_show_their_rules() -> None:
     db = get_engine("travel", 0).fresh()
-    too_much = db.call("pay_trip", {"trip_id": "TP0110", "amount": 150.0, "method": "bank_transfer"})
+    example = next(r.example for r in get_spec("travel").rules if r.id == "pay_towards_trip_pay")
+    assert example is not None and example.tool == "pay_trip"
+    too_much = db.call("pay_trip", dict(example.arguments))
     assert not too_much.ok and "exceed the outstanding balance" in too_much.error
     voucher = db.call("pay_trip", {"trip_id": "TP0013", "amount": 250.0, "method": "voucher"})
     assert voucher.ok  # the voucher limit is the agent's to apply: the balance alone lets it through
