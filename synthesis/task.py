@@ -336,6 +336,9 @@ CONTRADICTS = {
 }
 AFTER_QUESTION_ONLY = frozenset({"Fingers crossed."})
 AFTER_CHANGE_ONLY = frozenset({"Hope that's okay.", "If that's possible.", "If it's not too much trouble."})
+# a condition said once: "Do it if you can. If that's possible." says it twice
+CONDITIONAL = frozenset({"If you can.", "If that's possible.", "If it's not too much trouble."})
+HAS_CONDITION = re.compile(r"\bif\b", re.IGNORECASE)
 
 # what a persona whose manner is formal ("formal; writes complete sentences") does not say: slang greetings, joiners,
 # lead-ins and closings (each pick steps to the next phrase of its kind that is not here)
@@ -432,6 +435,8 @@ def _framed(clause: str, voice: str, index: int, last: bool, formal: bool = Fals
         closings = CLOSINGS + (CLOSINGS_AFTER_STATEMENT if clause.endswith(".") else ())
     else:
         closings = MID_CLOSINGS if index == 0 else ("",)
+    if HAS_CONDITION.search(clause):
+        closings = tuple(c for c in closings if c not in CONDITIONAL)
     return lead, _pick(closings, "close", voice, index, clause, formal=formal, manner=manner, after=clause[-1:])
 
 

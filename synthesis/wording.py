@@ -30,8 +30,9 @@ ONE_PLURAL = re.compile(r"(?<![\w.,])(1) (?!(?:was|has|does|goes|this|yes|its)\b
 _ES_PLURAL = re.compile(r"(?:sh|ch|x|ss|zz)es$")
 IRREGULAR_PLURALS = {"people": "person", "children": "child", "adults": "adult", "men": "man", "women": "woman"}
 ONE_IRREGULAR = re.compile(r"(?<![\w.,])(1) (" + "|".join(IRREGULAR_PLURALS) + r")\b")
-# "a abnormal result": the article before a word said with a vowel sound (not "a user", "a one-way", "a euro")
-_YOU_OR_WON = r"(?!(?:uni|use|usu|uti|ure|uro|eu|one\b|one-|once)\w*)"
+# "a abnormal result": the article before a word said with a vowel sound (not "a user", "a one-way", "a euro",
+# "a urinalysis")
+_YOU_OR_WON = r"(?!(?:uni|use|usu|uti|ure|uri|uro|eu|one\b|one-|once)\w*)"
 A_BEFORE_VOWEL = re.compile(r"\b(a) " + _YOU_OR_WON + r"(?=[aeiou]\w)")
 
 
@@ -91,8 +92,8 @@ def agree_numbers(text: str) -> str:
 def agree_articles(text: str) -> str:
     """'a abnormal result' -> 'an abnormal result' (lower-case 'a' only: 'seat A in row 3' stays).
 
-    >>> agree_articles("enter a abnormal result, a urgent one, a user, a one-way ticket and a euro refund")
-    'enter an abnormal result, an urgent one, a user, a one-way ticket and a euro refund'
+    >>> agree_articles("enter a abnormal result, a urgent one, a user, a one-way ticket, a euro refund and a urinalysis")
+    'enter an abnormal result, an urgent one, a user, a one-way ticket, a euro refund and a urinalysis'
     """
     return A_BEFORE_VOWEL.sub("an ", text)
 

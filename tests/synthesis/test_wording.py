@@ -22,7 +22,7 @@ from synthesis.generate import ShardConfig, generate_shard
 from synthesis.persona import Persona
 from synthesis.realism_audit import TaskFacts, aggregate, task_figures
 from synthesis.requests import Request
-from synthesis.task import (AFTER_CHANGE_ONLY, CASUAL, CLOSINGS, CLOSINGS_AFTER_STATEMENT, LEAD_INS, MID_CLOSINGS,
+from synthesis.task import (AFTER_CHANGE_ONLY, CASUAL, CONDITIONAL, CLOSINGS, CLOSINGS_AFTER_STATEMENT, LEAD_INS, MID_CLOSINGS,
                             OPENINGS, Task, is_formal, spoken_clauses)
 from synthesis.wording import (agree, agree_numbers, doubled_connectives, doubled_words, greeting_contradicts, lower_first,
                                lowercased_names, part_of_day, plural_slips, skeleton)
@@ -270,6 +270,19 @@ def test_no_greeting_or_filler_is_said_in_more_than_3_percent_of_requests() -> N
                    "in a hurry and slightly impatient; wants it sorted quickly"):
         top = _shares(manner).most_common(3)
         assert top[0][1] / 3000 <= 0.03, (manner, top)
+
+
+def test_a_request_that_states_its_condition_gets_no_second_one() -> None:
+    """Seen in a default run: "Could I go from premium to standard? Do it if you can. If that's possible."."""
+    said = 0
+    for k in range(600):
+        first = _goal(f"please move seat D{k % 90:02d} if one is free", (f"D{k % 90:02d}",))
+        plain = _goal(f"please move seat E{k % 90:02d}", (f"E{k % 90:02d}",))
+        conditioned = spoken_clauses([IDENTIFY, first, _goal("what is the fare?")], k, "2025-03-10T08:00:00")
+        assert not any(c in conditioned[0].text for c in CONDITIONAL), conditioned[0].text
+        unconditioned = spoken_clauses([IDENTIFY, plain, _goal("what is the fare?")], k, "2025-03-10T08:00:00")
+        said += any(c in unconditioned[0].text for c in CONDITIONAL)
+    assert said > 0  # the same clause without its own condition still draws them
 
 
 def test_fillers_fit_the_speaker_and_the_request_they_follow() -> None:
