@@ -138,12 +138,17 @@ def lowercased_names(text: str, values: Iterable[str]) -> int:
     return out
 
 
+TITLES = frozenset({"Dr", "Mr", "Mrs", "Ms", "Miss", "Prof", "Professor", "Sir", "Dame"})
+
+
 def lower_first(clause: str, names: Iterable[str] = ()) -> str:
     """The clause with its first letter lowered so it can follow a greeting or a connective: only when its first
     word is a common word, never a name or another record value (``names``), 'I', or an abbreviation.
 
     >>> lower_first("Noah Jensen asked me", names=["Noah Jensen"]), lower_first("Could you help"), lower_first("I'm late")
     ('Noah Jensen asked me', 'could you help', "I'm late")
+    >>> lower_first("Dr. Yara Okafor wants a test"), lower_first("Mrs Lee called")
+    ('Dr. Yara Okafor wants a test', 'Mrs Lee called')
     """
     if not clause or not clause[:1].isupper():
         return clause
@@ -154,6 +159,8 @@ def lower_first(clause: str, names: Iterable[str] = ()) -> str:
     if word in ("I", "I'm", "I'd", "I've", "I'll") or word.startswith("I'") or re.match(r"^[A-Z]{2}", word):
         return clause
     if re.match(r"^[A-Z][a-z]*[A-Z]", word):  # "McKenzie", "iPhone"-like words keep their case
+        return clause
+    if word in TITLES:  # "Also, Dr. Yara Okafor wants ..." (a title opens a name)
         return clause
     return clause[:1].lower() + clause[1:]
 

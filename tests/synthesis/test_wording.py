@@ -24,7 +24,7 @@ from synthesis.realism_audit import TaskFacts, aggregate, task_figures
 from synthesis.requests import Request
 from synthesis.task import (AFTER_CHANGE_ONLY, CASUAL, CONDITIONAL, CLOSINGS, CLOSINGS_AFTER_STATEMENT, LEAD_INS, MID_CLOSINGS,
                             OPENINGS, Task, is_formal, spoken_clauses)
-from synthesis.wording import (agree, agree_numbers, doubled_connectives, doubled_words, greeting_contradicts, lower_first,
+from synthesis.wording import (agree, agree_articles, agree_numbers, doubled_connectives, doubled_words, greeting_contradicts, lower_first,
                                lowercased_names, part_of_day, plural_slips, skeleton)
 from warehouse.audit_models import read_audit, write_audit
 from warehouse.quality import realism_gate
@@ -270,6 +270,15 @@ def test_no_greeting_or_filler_is_said_in_more_than_3_percent_of_requests() -> N
                    "in a hurry and slightly impatient; wants it sorted quickly"):
         top = _shares(manner).most_common(3)
         assert top[0][1] / 3000 <= 0.03, (manner, top)
+
+
+def test_a_title_keeps_its_case_and_a_urinalysis_its_article() -> None:
+    """Seen in a default run: "Also, dr. Yara Okafor wants a routine vitamin d" and "you had an urinalysis test"."""
+    assert lower_first("Dr. Yara Okafor wants a routine vitamin d for Liam Evans") == (
+        "Dr. Yara Okafor wants a routine vitamin d for Liam Evans")
+    assert lower_first("Mrs Lee asked me to call") == "Mrs Lee asked me to call"
+    assert lower_first("Drop my booking") == "drop my booking"  # a word that starts like a title is still lowered
+    assert agree_articles("you had a urinalysis and a abnormal result") == "you had a urinalysis and an abnormal result"
 
 
 def test_a_request_that_states_its_condition_gets_no_second_one() -> None:
