@@ -119,7 +119,8 @@ def export_hf(warehouse_path: str | Path, snapshot: str, out_dir: str | Path,
             (stage / "parquet" / split).mkdir(parents=True)
         for (split, domain), part in parts.items():
             part.to_parquet(str(stage / "parquet" / split / f"{domain}.parquet"))
-        dataset.save_to_disk(str(stage / "dataset"))
+        # an empty split saved as no shard cannot be loaded back (load_from_disk fails on it); one empty shard can
+        dataset.save_to_disk(str(stage / "dataset"), num_shards={s: 1 for s in SPLITS if len(dataset[s]) == 0})
         (stage / "README.md").write_text(card_text, encoding="utf-8")
     return {"snapshot_id": sid, "rows": len(rows), "splits": {s: len(dataset[s]) for s in SPLITS},
             "per_domain": dict(sorted(Counter(r["domain"] for r in rows).items())),

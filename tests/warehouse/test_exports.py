@@ -87,6 +87,21 @@ def test_hf_export_has_the_snapshots_splits_and_typed_columns(warehouse: dict[st
     assert sum(pq.read_table(p).num_rows for p in (out / "parquet").glob("*/*.parquet")) == warehouse["tasks"]
 
 
+def test_an_export_with_an_empty_split_still_loads(warehouse: dict[str, Any], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small snapshot can put every lineage in train (a 13-task sport snapshot did): its empty test split was
+    saved as no shard, and ``load_from_disk`` failed on the folder (IndexError) though the export reported success."""
+    import warehouse.hf_export as hf_export
+
+    monkeypatch.setattr(hf_export, "task_splits", lambda tasks: {"train": [t["id"] for t in tasks], "test": []})
+    summary = export_hf(warehouse["path"], "latest", tmp_path / "hf")
+    assert summary["splits"] == {"train": warehouse["tasks"], "test": 0}
+    dataset = load_from_disk(str(tmp_path / "hf" / "dataset"))
+    assert {s: len(dataset[s]) for s in dataset} == {"train": warehouse["tasks"], "test": 0}
+    assert dataset["test"].features == dataset["train"].features == FEATURES
+    assert pq.read_table(tmp_path / "hf" / "parquet" / "test" / "weather.parquet").num_rows == 0
+
+
 def test_every_row_holds_its_gold_trajectory_as_the_environment_renders_it(warehouse: dict[str, Any]) -> None:
     out = warehouse["root"] / "hf-messages"
     export_hf(warehouse["path"], "latest", out)
